@@ -1,0 +1,90 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// KarpenterVersion is a Karpenter release the function knows the controller
+// IAM policy of. Adding a version means adding its policy in internal/policy.
+// +kubebuilder:validation:Enum="1.15.0"
+type KarpenterVersion string
+
+// Karpenter versions with a known controller policy.
+const (
+	KarpenterV1_15_0 KarpenterVersion = "1.15.0"
+)
+
+// Cluster identifies the existing EKS cluster Karpenter is installed into.
+type Cluster struct {
+	// Name of the EKS cluster. Every AWS name is derived from it, so it is
+	// limited to what still fits the shortest AWS limit (EventBridge rule
+	// names, 64 characters) once the longest suffix is added.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=44
+	// +kubebuilder:validation:Pattern=`^[0-9A-Za-z][A-Za-z0-9_-]*$`
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.cluster.name is immutable: changing it would orphan the role and the queue"
+	Name string `json:"name"`
+
+	// Region of the EKS cluster, for example eu-west-3.
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-[0-9]+$`
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.cluster.region is immutable: changing it would recreate the queue and rules"
+	Region string `json:"region"`
+}
+
+// NodeIdentity is the existing IAM identity Karpenter's nodes run as: the role
+// and instance profile of the cluster's bootstrap nodes. No node role is
+// created; Karpenter only passes this one to EC2.
+type NodeIdentity struct {
+	// RoleARN of the existing node role. Its partition and account decide the
+	// partition and account of every ARN the function builds.
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:Pattern=`^arn:aws(-cn|-us-gov)?:iam::[0-9]{12}:role/([A-Za-z0-9+=,.@_-]+/)*[A-Za-z0-9+=,.@_-]{1,64}$`
+	RoleARN string `json:"roleArn"`
+
+	// InstanceProfile is the name of the node role's existing instance profile.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9+=,.@_-]+$`
+	InstanceProfile string `json:"instanceProfile"`
+}
+
+// XKarpenterSpec is what a tenant may set.
+type XKarpenterSpec struct {
+	Cluster      Cluster      `json:"cluster"`
+	NodeIdentity NodeIdentity `json:"nodeIdentity"`
+
+	// Version of Karpenter to install. It selects the controller IAM policy.
+	// +kubebuilder:default="1.15.0"
+	// +optional
+	Version KarpenterVersion `json:"version,omitempty"`
+}
+
+// QueueStatus is the observed interruption queue.
+type QueueStatus struct {
+	Name string `json:"name,omitempty"`
+	URL  string `json:"url,omitempty"`
+	ARN  string `json:"arn,omitempty"`
+}
+
+// XKarpenterStatus is what the function reports back, observed from AWS.
+type XKarpenterStatus struct {
+	// RoleARN of the controller role, once AWS reports it.
+	RoleARN string `json:"roleArn,omitempty"`
+	// Queue is the interruption queue, once AWS reports it.
+	Queue *QueueStatus `json:"queue,omitempty"`
+	// RuleARNs of the EventBridge rules, keyed by rule (health,
+	// spot-interruption, rebalance, state-change, capacity-reservation).
+	RuleARNs map[string]string `json:"ruleArns,omitempty"`
+}
+
+// XKarpenter installs Karpenter on an existing EKS cluster, one step at a time.
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:scope=Cluster
+type XKarpenter struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   XKarpenterSpec   `json:"spec"`
+	Status XKarpenterStatus `json:"status,omitempty"`
+}

@@ -1,0 +1,179 @@
+package awsres
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/crossplane/function-sdk-go/resource"
+	events "github.com/upbound/provider-aws/v2/apis/cluster/cloudwatchevents/v1beta1"
+	eks "github.com/upbound/provider-aws/v2/apis/cluster/eks/v1beta1"
+	iam "github.com/upbound/provider-aws/v2/apis/cluster/iam/v1beta1"
+	sqs "github.com/upbound/provider-aws/v2/apis/cluster/sqs/v1beta1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/do-now/function-karpenter/internal/interruption"
+	"github.com/do-now/function-karpenter/internal/naming"
+	"github.com/do-now/function-karpenter/internal/policy"
+	"github.com/do-now/function-karpenter/internal/spec"
+)
+
+// Queue settings Karpenter's reference setup uses.
+const (
+	QueueRetentionSeconds = 300
+	DefaultEventBus       = "default"
+)
+
+// ClusterTag marks every AWS resource with the cluster it serves.
+const ClusterTag = "socle.do-now.io/cluster"
+
+// Resources are desired managed resources by composed resource name.
+type Resources map[resource.Name]runtime.Object
+
+// Identity returns step one: the controller role and its inline policy, the
+// interruption queue and the five rules. It needs nothing observed: every ARN
+// it names is derived from the node role's account.
+func Identity(c *spec.Config) (Resources, error) {
+	doc, err := ControllerPolicy(c)
+	if err != nil {
+		return nil, err
+	}
+	tags := tags(c)
+	res := Resources{
+		ControllerRole: &iam.Role{
+			TypeMeta:   typeMeta(iam.Role_GroupVersionKind.GroupVersion().String(), iam.Role_Kind),
+			ObjectMeta: externalName(c.Names.Role),
+			Spec: iam.RoleSpec{
+				ResourceSpec: resourceSpec(c),
+				ForProvider: iam.RoleParameters{
+					AssumeRolePolicy:    ptr(policy.ControllerTrust().JSON()),
+					Description:         ptr(fmt.Sprintf("Karpenter controller of EKS cluster %s, assumed through EKS Pod Identity", c.Spec.Cluster.Name)),
+					Path:                ptr(c.Names.RolePath),
+					PermissionsBoundary: optional(c.Input.PermissionsBoundaryARN),
+					Tags:                tags,
+				},
+			},
+		},
+		ControllerRolePolicy: &iam.RolePolicy{
+			TypeMeta:   typeMeta(iam.RolePolicy_GroupVersionKind.GroupVersion().String(), iam.RolePolicy_Kind),
+			ObjectMeta: externalName(c.Names.RolePolicy),
+			Spec: iam.RolePolicySpec{
+				ResourceSpec: resourceSpec(c),
+				ForProvider: iam.RolePolicyParameters{
+					Policy: ptr(doc),
+					Role:   ptr(c.Names.Role),
+				},
+			},
+		},
+		InterruptionQueue: &sqs.Queue{
+			TypeMeta: typeMeta(sqs.Queue_GroupVersionKind.GroupVersion().String(), sqs.Queue_Kind),
+			Spec: sqs.QueueSpec{
+				ResourceSpec: resourceSpec(c),
+				ForProvider: sqs.QueueParameters{
+					Region:                  ptr(c.Spec.Cluster.Region),
+					Name:                    ptr(c.Names.Queue),
+					MessageRetentionSeconds: ptr(float64(QueueRetentionSeconds)),
+					SqsManagedSseEnabled:    ptr(true),
+					Tags:                    tags,
+				},
+			},
+		},
+	}
+	for _, r := range interruption.Rules {
+		res[RuleResource(r)] = &events.Rule{
+			TypeMeta:   typeMeta(events.Rule_GroupVersionKind.GroupVersion().String(), events.Rule_Kind),
+			ObjectMeta: externalName(c.Names.Rules[r.Key]),
+			Spec: events.RuleSpec{
+				ResourceSpec: resourceSpec(c),
+				ForProvider: events.RuleParameters{
+					Region:       ptr(c.Spec.Cluster.Region),
+					Description:  ptr(fmt.Sprintf("%s events for Karpenter on EKS cluster %s", r.DetailType, c.Spec.Cluster.Name)),
+					EventBusName: ptr(DefaultEventBus),
+					EventPattern: ptr(r.EventPattern()),
+					Tags:         tags,
+				},
+			},
+		}
+	}
+	return res, nil
+}
+
+// Wiring returns step two: the queue policy that lets only the five rules
+// send, one target per rule, and the Pod Identity association. It uses the
+// identifiers AWS reported, falling back to the derived ones for a resource
+// that exists already while its prerequisite is momentarily unobserved.
+func Wiring(c *spec.Config, o Observed) Resources {
+	roleARN := or(o.RoleARN, c.Account.RoleARN(c.Names.RolePath, c.Names.Role))
+	queueARN := or(o.QueueARN, c.Account.QueueARN(c.Names.Queue))
+	queueURL := or(o.QueueURL, c.Account.QueueURL(c.Names.Queue))
+	ruleARNs := make([]string, 0, len(interruption.Rules))
+	for _, r := range interruption.Rules {
+		ruleARNs = append(ruleARNs, or(o.RuleARNs[r.Key], c.Account.RuleARN(c.Names.Rules[r.Key])))
+	}
+	sort.Strings(ruleARNs)
+
+	res := Resources{
+		InterruptionQueuePolicy: &sqs.QueuePolicy{
+			TypeMeta: typeMeta(sqs.QueuePolicy_GroupVersionKind.GroupVersion().String(), sqs.QueuePolicy_Kind),
+			Spec: sqs.QueuePolicySpec{
+				ResourceSpec: resourceSpec(c),
+				ForProvider: sqs.QueuePolicyParameters{
+					Region:   ptr(c.Spec.Cluster.Region),
+					QueueURL: ptr(queueURL),
+					Policy:   ptr(policy.InterruptionQueue(queueARN, ruleARNs).JSON()),
+				},
+			},
+		},
+		PodIdentityAssociation: &eks.PodIdentityAssociation{
+			TypeMeta: typeMeta(eks.PodIdentityAssociation_GroupVersionKind.GroupVersion().String(), eks.PodIdentityAssociation_Kind),
+			Spec: eks.PodIdentityAssociationSpec{
+				ResourceSpec: resourceSpec(c),
+				ForProvider: eks.PodIdentityAssociationParameters_2{
+					Region:         ptr(c.Spec.Cluster.Region),
+					ClusterName:    ptr(c.Spec.Cluster.Name),
+					Namespace:      ptr(c.Input.PodIdentity.Namespace),
+					ServiceAccount: ptr(c.Input.PodIdentity.ServiceAccount),
+					RoleArn:        ptr(roleARN),
+					Tags:           tags(c),
+				},
+			},
+		},
+	}
+	for _, r := range interruption.Rules {
+		res[TargetResource(r)] = &events.Target{
+			TypeMeta: typeMeta(events.Target_GroupVersionKind.GroupVersion().String(), events.Target_Kind),
+			Spec: events.TargetSpec{
+				ResourceSpec: resourceSpec(c),
+				ForProvider: events.TargetParameters{
+					Region:       ptr(c.Spec.Cluster.Region),
+					EventBusName: ptr(DefaultEventBus),
+					Rule:         ptr(c.Names.Rules[r.Key]),
+					TargetID:     ptr(naming.TargetID),
+					Arn:          ptr(queueARN),
+				},
+			},
+		}
+	}
+	return res
+}
+
+// ControllerPolicy returns the controller's inline policy as JSON, refusing
+// one over the inline policy size limit.
+func ControllerPolicy(c *spec.Config) (string, error) {
+	doc, err := policy.Controller(string(c.Spec.Version), policy.ControllerParams{
+		Partition:   string(c.Account.Partition),
+		Region:      c.Account.Region,
+		Account:     c.Account.ID,
+		ClusterName: c.Spec.Cluster.Name,
+		ClusterARN:  c.Account.ClusterARN(c.Spec.Cluster.Name),
+		QueueARN:    c.Account.QueueARN(c.Names.Queue),
+		NodeRoleARN: c.NodeRole.ARN,
+	})
+	if err != nil {
+		return "", err
+	}
+	s := doc.JSON()
+	if len(s) > naming.MaxInlinePolicy {
+		return "", fmt.Errorf("the controller policy of Karpenter %s is %d characters, over the IAM inline policy limit of %d", c.Spec.Version, len(s), naming.MaxInlinePolicy)
+	}
+	return s, nil
+}

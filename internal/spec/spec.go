@@ -1,0 +1,233 @@
+// Package spec reads what the function is asked to do, the tenant's XR spec
+// and the platform's function input, fills defaults, and validates both into
+// field errors with paths, because the API server never validates function
+// input and a claim may predate a schema change.
+package spec
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"google.golang.org/protobuf/types/known/structpb"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/do-now/function-karpenter/apis/input/v1beta1"
+	"github.com/do-now/function-karpenter/apis/v1alpha1"
+	"github.com/do-now/function-karpenter/internal/naming"
+	"github.com/do-now/function-karpenter/internal/policy"
+)
+
+// Defaults of the function input.
+const (
+	DefaultIAMPathPrefix      = "/socle/"
+	DefaultProviderConfigName = "default"
+	DefaultNamespace          = "karpenter"
+	DefaultServiceAccount     = "karpenter"
+)
+
+// Config is everything one call composes from, validated and defaulted.
+type Config struct {
+	Spec  v1alpha1.XKarpenterSpec
+	Input v1beta1.Input
+
+	// NodeRole is the parsed spec.nodeIdentity.roleArn.
+	NodeRole naming.RoleARN
+	// Account is where every ARN is built: the node role's partition and
+	// account, the cluster's region.
+	Account naming.Account
+	// Names are the AWS names of the cluster's resources.
+	Names naming.Names
+}
+
+var (
+	clusterName  = regexp.MustCompile(`^[0-9A-Za-z][A-Za-z0-9_-]*$`)
+	region       = regexp.MustCompile(`^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-[0-9]+$`)
+	iamName      = regexp.MustCompile(`^[A-Za-z0-9+=,.@_-]+$`)
+	iamPath      = regexp.MustCompile(`^/([A-Za-z0-9+=,.@_-]+/)*$`)
+	tagCharacter = regexp.MustCompile(`^[\p{L}\p{Z}\p{N}_.:/=+\-@]*$`)
+)
+
+// Load decodes and validates the XR's spec and the function input. in may be
+// nil: every input field has a default.
+func Load(xrSpec map[string]any, in *structpb.Struct) (*Config, field.ErrorList) {
+	c := &Config{}
+	errs := decodeSpec(xrSpec, &c.Spec)
+	errs = append(errs, decodeInput(in, &c.Input)...)
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	defaults(c)
+	errs = append(errs, validateSpec(c)...)
+	errs = append(errs, validateInput(c)...)
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	c.Names = naming.For(c.Spec.Cluster.Name, c.Input.IAMPathPrefix)
+	if errs := c.Names.Check(field.NewPath("spec", "cluster", "name")); len(errs) > 0 {
+		return nil, errs
+	}
+	return c, nil
+}
+
+// decodeSpec reads the tenant fields of the XR spec. Crossplane adds its own
+// fields to an XR's spec, so unknown fields are ignored here; the XRD schema
+// prunes anything a tenant adds.
+func decodeSpec(xrSpec map[string]any, into *v1alpha1.XKarpenterSpec) field.ErrorList {
+	b, err := json.Marshal(xrSpec)
+	if err == nil {
+		err = json.Unmarshal(b, into)
+	}
+	if err != nil {
+		return field.ErrorList{field.Invalid(field.NewPath("spec"), "", fmt.Sprintf("cannot decode: %v", err))}
+	}
+	return nil
+}
+
+// decodeInput reads the function input strictly: a misspelt platform setting
+// must not silently fall back to a default.
+func decodeInput(in *structpb.Struct, into *v1beta1.Input) field.ErrorList {
+	root := field.NewPath("input")
+	if in == nil {
+		return nil
+	}
+	b, err := in.MarshalJSON()
+	if err != nil {
+		return field.ErrorList{field.InternalError(root, err)}
+	}
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.DisallowUnknownFields()
+	if err := d.Decode(into); err != nil {
+		return field.ErrorList{field.Invalid(root, "", fmt.Sprintf("cannot decode: %v", err))}
+	}
+	var errs field.ErrorList
+	if into.APIVersion != "" && into.APIVersion != v1beta1.APIVersion {
+		errs = append(errs, field.NotSupported(root.Child("apiVersion"), into.APIVersion, []string{v1beta1.APIVersion}))
+	}
+	if into.Kind != "" && into.Kind != v1beta1.Kind {
+		errs = append(errs, field.NotSupported(root.Child("kind"), into.Kind, []string{v1beta1.Kind}))
+	}
+	return errs
+}
+
+func defaults(c *Config) {
+	if c.Spec.Version == "" {
+		c.Spec.Version = v1alpha1.KarpenterV1_15_0
+	}
+	in := &c.Input
+	if in.IAMPathPrefix == "" {
+		in.IAMPathPrefix = DefaultIAMPathPrefix
+	}
+	if in.ProviderConfigName == "" {
+		in.ProviderConfigName = DefaultProviderConfigName
+	}
+	if in.PodIdentity.Namespace == "" {
+		in.PodIdentity.Namespace = DefaultNamespace
+	}
+	if in.PodIdentity.ServiceAccount == "" {
+		in.PodIdentity.ServiceAccount = DefaultServiceAccount
+	}
+}
+
+func validateSpec(c *Config) field.ErrorList {
+	var errs field.ErrorList
+	s := c.Spec
+	p := field.NewPath("spec")
+
+	name := p.Child("cluster", "name")
+	switch {
+	case s.Cluster.Name == "":
+		errs = append(errs, field.Required(name, "the EKS cluster name"))
+	case len(s.Cluster.Name) > 100 || !clusterName.MatchString(s.Cluster.Name):
+		errs = append(errs, field.Invalid(name, s.Cluster.Name, "must be an EKS cluster name: 1-100 letters, digits, '-' and '_', starting with a letter or digit"))
+	}
+
+	r := p.Child("cluster", "region")
+	switch {
+	case s.Cluster.Region == "":
+		errs = append(errs, field.Required(r, "the cluster's AWS region"))
+	case !region.MatchString(s.Cluster.Region):
+		errs = append(errs, field.Invalid(r, s.Cluster.Region, "must be an AWS region such as eu-west-3"))
+	}
+
+	arn := p.Child("nodeIdentity", "roleArn")
+	if s.NodeIdentity.RoleARN == "" {
+		errs = append(errs, field.Required(arn, "the existing node role's ARN"))
+	} else if role, err := naming.ParseRoleARN(s.NodeIdentity.RoleARN); err != nil {
+		errs = append(errs, field.Invalid(arn, s.NodeIdentity.RoleARN, err.Error()))
+	} else {
+		c.NodeRole = role
+		c.Account = naming.Account{Partition: role.Partition, ID: role.Account, Region: s.Cluster.Region}
+	}
+	if c.NodeRole.Partition == "aws-us-gov" && !strings.HasPrefix(s.Cluster.Region, "us-gov-") ||
+		c.NodeRole.Partition == "aws-cn" && !strings.HasPrefix(s.Cluster.Region, "cn-") {
+		errs = append(errs, field.Invalid(r, s.Cluster.Region, fmt.Sprintf("is not a region of partition %q of spec.nodeIdentity.roleArn", c.NodeRole.Partition)))
+	}
+
+	ip := p.Child("nodeIdentity", "instanceProfile")
+	switch {
+	case s.NodeIdentity.InstanceProfile == "":
+		errs = append(errs, field.Required(ip, "the existing node instance profile's name"))
+	case len(s.NodeIdentity.InstanceProfile) > 128 || !iamName.MatchString(s.NodeIdentity.InstanceProfile):
+		errs = append(errs, field.Invalid(ip, s.NodeIdentity.InstanceProfile, "must be an IAM instance profile name: up to 128 letters, digits and +=,.@_-"))
+	}
+
+	if _, err := policy.Controller(string(s.Version), policy.ControllerParams{}); err != nil {
+		errs = append(errs, field.NotSupported(p.Child("version"), s.Version, policy.KnownVersions()))
+	}
+	return errs
+}
+
+func validateInput(c *Config) field.ErrorList {
+	var errs field.ErrorList
+	in := c.Input
+	p := field.NewPath("input")
+
+	if len(in.IAMPathPrefix) > 256 || !iamPath.MatchString(in.IAMPathPrefix) {
+		errs = append(errs, field.Invalid(p.Child("iamPathPrefix"), in.IAMPathPrefix, "must be an IAM path: start and end with '/', segments of letters, digits and +=,.@_-"))
+	}
+	if b := in.PermissionsBoundaryARN; b != "" {
+		part, err := naming.ParsePolicyARN(b)
+		switch {
+		case err != nil:
+			errs = append(errs, field.Invalid(p.Child("permissionsBoundaryArn"), b, err.Error()))
+		case c.NodeRole.Partition != "" && part != c.NodeRole.Partition:
+			errs = append(errs, field.Invalid(p.Child("permissionsBoundaryArn"), b, fmt.Sprintf("is in partition %q, the node role in %q", part, c.NodeRole.Partition)))
+		}
+	}
+	for _, msg := range validation.IsDNS1123Subdomain(in.ProviderConfigName) {
+		errs = append(errs, field.Invalid(p.Child("providerConfigName"), in.ProviderConfigName, msg))
+	}
+	for _, msg := range validation.IsDNS1123Label(in.PodIdentity.Namespace) {
+		errs = append(errs, field.Invalid(p.Child("podIdentity", "namespace"), in.PodIdentity.Namespace, msg))
+	}
+	for _, msg := range validation.IsDNS1123Subdomain(in.PodIdentity.ServiceAccount) {
+		errs = append(errs, field.Invalid(p.Child("podIdentity", "serviceAccount"), in.PodIdentity.ServiceAccount, msg))
+	}
+	errs = append(errs, validateTags(p.Child("tags"), in.Tags)...)
+	return errs
+}
+
+// validateTags applies AWS's tag rules shared by IAM, SQS, EventBridge and EKS.
+func validateTags(p *field.Path, tags map[string]string) field.ErrorList {
+	var errs field.ErrorList
+	if len(tags) > 40 {
+		errs = append(errs, field.TooMany(p, len(tags), 40))
+	}
+	for k, v := range tags {
+		kp := p.Key(k)
+		switch {
+		case k == "" || len(k) > 128 || !tagCharacter.MatchString(k):
+			errs = append(errs, field.Invalid(kp, k, "tag keys are 1-128 letters, digits, spaces and _.:/=+-@"))
+		case strings.HasPrefix(strings.ToLower(k), "aws:"):
+			errs = append(errs, field.Invalid(kp, k, "the aws: prefix is reserved by AWS"))
+		}
+		if len(v) > 256 || !tagCharacter.MatchString(v) {
+			errs = append(errs, field.Invalid(kp, v, "tag values are up to 256 letters, digits, spaces and _.:/=+-@"))
+		}
+	}
+	return errs
+}
