@@ -27,7 +27,7 @@ const (
 const ClusterTag = "socle.do-now.io/cluster"
 
 // Resources are desired managed resources by composed resource name.
-type Resources map[resource.Name]runtime.Object
+type Resources = map[resource.Name]runtime.Object
 
 // Identity returns step one: the controller role and its inline policy, the
 // interruption queue and the five rules. It needs nothing observed: every ARN

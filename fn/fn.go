@@ -1,0 +1,125 @@
+package main
+
+import (
+	"context"
+	"time"
+
+	xpv1 "github.com/crossplane/crossplane-runtime/v2/apis/common/v1"
+	"github.com/crossplane/function-sdk-go/errors"
+	"github.com/crossplane/function-sdk-go/logging"
+	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
+	"github.com/crossplane/function-sdk-go/request"
+	"github.com/crossplane/function-sdk-go/resource"
+	"github.com/crossplane/function-sdk-go/response"
+	"google.golang.org/protobuf/types/known/durationpb"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/do-now/function-karpenter/internal/sequence"
+	"github.com/do-now/function-karpenter/internal/spec"
+	"github.com/do-now/function-karpenter/internal/status"
+)
+
+// WaitingTTL is how long Crossplane may cache a response while a step waits
+// on its prerequisites: short, so the next step follows soon after.
+const WaitingTTL = 15 * time.Second
+
+// Function composes Karpenter for one XKarpenter.
+type Function struct {
+	fnv1.UnimplementedFunctionRunnerServiceServer
+
+	log logging.Logger
+}
+
+// RunFunction reads the XR and what exists, and answers with the resources of
+// every step whose prerequisites are Ready plus every resource that exists.
+// Failures are Fatal results; it never returns an error.
+func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) (*fnv1.RunFunctionResponse, error) {
+	rsp := response.To(req, response.DefaultTTL)
+
+	oxr, err := request.GetObservedCompositeResource(req)
+	if err != nil {
+		response.Fatal(rsp, errors.Wrap(err, "cannot get observed composite resource"))
+		return rsp, nil
+	}
+	log := f.log.WithValues("xr-kind", oxr.Resource.GetKind(), "xr-name", oxr.Resource.GetName())
+
+	xrSpec, _ := oxr.Resource.Object["spec"].(map[string]any)
+	cfg, errs := spec.Load(xrSpec, req.GetInput())
+	if len(errs) > 0 {
+		log.Info("refusing invalid XR or input", "error", errs.ToAggregate().Error())
+		response.Fatal(rsp, errors.Errorf("invalid %s %q: %s", oxr.Resource.GetKind(), oxr.Resource.GetName(), errs.ToAggregate().Error()))
+		return rsp, nil
+	}
+
+	observed, err := request.GetObservedComposedResources(req)
+	if err != nil {
+		response.Fatal(rsp, errors.Wrap(err, "cannot get observed composed resources"))
+		return rsp, nil
+	}
+	desired, err := request.GetDesiredComposedResources(req)
+	if err != nil {
+		response.Fatal(rsp, errors.Wrap(err, "cannot get desired composed resources"))
+		return rsp, nil
+	}
+
+	out, err := sequence.Run(sequence.Steps(cfg, observed), observed)
+	if err != nil {
+		response.Fatal(rsp, err)
+		return rsp, nil
+	}
+	for name, dc := range out.Desired {
+		desired[name] = dc
+	}
+	if err := response.SetDesiredComposedResources(rsp, desired); err != nil {
+		response.Fatal(rsp, errors.Wrap(err, "cannot set desired composed resources"))
+		return rsp, nil
+	}
+
+	dxr, err := request.GetDesiredCompositeResource(req)
+	if err != nil {
+		response.Fatal(rsp, errors.Wrap(err, "cannot get desired composite resource"))
+		return rsp, nil
+	}
+	if err := status.Write(dxr.Resource, cfg, observed); err != nil {
+		response.Fatal(rsp, errors.Wrap(err, "cannot write composite resource status"))
+		return rsp, nil
+	}
+	if !out.Ready {
+		// Crossplane would otherwise call the XR Ready as soon as everything
+		// emitted so far is, while later steps are still withheld.
+		dxr.Ready = resource.ReadyFalse
+		rsp.GetMeta().Ttl = durationpb.New(WaitingTTL)
+	}
+	if err := response.SetDesiredCompositeResource(rsp, dxr); err != nil {
+		response.Fatal(rsp, errors.Wrap(err, "cannot set desired composite resource"))
+		return rsp, nil
+	}
+
+	for _, c := range out.Conditions {
+		setCondition(rsp, c)
+		if changed(oxr.Resource.GetCondition(xpv1.ConditionType(c.Type)), c) {
+			// Events only on transitions: a claim that waits for minutes
+			// must not collect an event per reconcile.
+			log.Info("step changed", "step", c.Type, "ready", c.Ready, "reason", c.Reason)
+			response.Normalf(rsp, "%s: %s", c.Type, c.Message).WithReason(c.Reason).TargetCompositeAndClaim()
+		}
+	}
+	return rsp, nil
+}
+
+func setCondition(rsp *fnv1.RunFunctionResponse, c sequence.Condition) {
+	if c.Ready {
+		response.ConditionTrue(rsp, c.Type, c.Reason).WithMessage(c.Message).TargetCompositeAndClaim()
+		return
+	}
+	response.ConditionFalse(rsp, c.Type, c.Reason).WithMessage(c.Message).TargetCompositeAndClaim()
+}
+
+// changed tells whether a step's state differs from what the XR shows.
+func changed(was xpv1.Condition, now sequence.Condition) bool {
+	status := corev1.ConditionFalse
+	if now.Ready {
+		status = corev1.ConditionTrue
+	}
+	return was.Status != status || string(was.Reason) != now.Reason
+}

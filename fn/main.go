@@ -1,0 +1,37 @@
+// Command function-karpenter is the gRPC edge of the function: it parses the
+// conventional flags and serves RunFunction. The logic lives in internal/.
+package main
+
+import (
+	"github.com/alecthomas/kong"
+	"github.com/crossplane/function-sdk-go"
+)
+
+// CLI holds the flags every Crossplane function takes.
+type CLI struct {
+	Debug bool `help:"Emit debug logs in addition to info logs." short:"d"`
+
+	Network     string `default:"tcp" help:"Network on which to listen for gRPC connections."`
+	Address     string `default:":9443" help:"Address at which to listen for gRPC connections."`
+	TLSCertsDir string `env:"TLS_SERVER_CERTS_DIR" help:"Directory containing server certs (tls.key, tls.crt) and the CA used to verify client certificates (ca.crt)"`
+	Insecure    bool   `help:"Run without mTLS credentials. If you supply this flag --tls-certs-dir will be ignored."`
+	MaxRecvMessageSize int `default:"4" help:"Maximum size of received messages in MB."`
+}
+
+// Run serves the function until the process is stopped.
+func (c *CLI) Run() error {
+	log, err := function.NewLogger(c.Debug)
+	if err != nil {
+		return err
+	}
+	return function.Serve(&Function{log: log},
+		function.Listen(c.Network, c.Address),
+		function.MTLSCertificates(c.TLSCertsDir),
+		function.Insecure(c.Insecure),
+		function.MaxRecvMessageSize(c.MaxRecvMessageSize*1024*1024))
+}
+
+func main() {
+	ctx := kong.Parse(&CLI{}, kong.Description("A Crossplane composition function that installs Karpenter on EKS, one Ready step at a time."))
+	ctx.FatalIfErrorf(ctx.Run())
+}

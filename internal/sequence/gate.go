@@ -1,0 +1,144 @@
+// Package sequence is the step graph: it emits each step's resources only
+// once every resource of the steps before it is observed Ready, never
+// withholds a resource that already exists, and reports one condition per
+// step saying what is Ready and what it waits on.
+package sequence
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	xpv1 "github.com/crossplane/crossplane-runtime/v2/apis/common/v1"
+	"github.com/crossplane/function-sdk-go/resource"
+	"github.com/crossplane/function-sdk-go/resource/composed"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// A Step is a set of resources emitted together once the steps before it are
+// Ready.
+type Step struct {
+	// Condition is the XR condition type that reports this step.
+	Condition string
+	// Build returns the step's desired resources by composed resource name.
+	Build func() (map[resource.Name]runtime.Object, error)
+	// Ready tells whether an observed resource of this step is ready. Nil
+	// means its Ready condition is True, as for every managed resource.
+	Ready func(resource.ObservedComposed) bool
+}
+
+// Reasons of step conditions.
+const (
+	ReasonAvailable = "Available"
+	ReasonCreating  = "Creating"
+	ReasonWaiting   = "WaitingForPrerequisites"
+)
+
+// A Condition is the state of one step.
+type Condition struct {
+	Type    string
+	Ready   bool
+	Reason  string
+	Message string
+}
+
+// Outcome is what one pass over the steps decided.
+type Outcome struct {
+	// Desired are the composed resources to emit, each with its readiness.
+	Desired map[resource.Name]*resource.DesiredComposed
+	// Conditions has one entry per step, in step order.
+	Conditions []Condition
+	// Ready is true when every step's resources exist and are Ready.
+	Ready bool
+}
+
+// Run walks the steps in order. A step whose prerequisites are not all Ready
+// emits only those of its resources that already exist, so a prerequisite
+// that turns unready later never makes Crossplane delete what runs.
+func Run(steps []Step, observed map[resource.Name]resource.ObservedComposed) (Outcome, error) {
+	out := Outcome{Desired: map[resource.Name]*resource.DesiredComposed{}, Ready: true}
+	var blockedBy []string // the first unready step, and what in it is unready
+	for _, s := range steps {
+		objs, err := s.Build()
+		if err != nil {
+			return Outcome{}, fmt.Errorf("cannot build step %s: %w", s.Condition, err)
+		}
+		ready := s.Ready
+		if ready == nil {
+			ready = conditionReady
+		}
+		allowed := blockedBy == nil
+		var pending, problems []string
+		for _, name := range sortedNames(objs) {
+			ocd, exists := observed[name]
+			if !allowed && !exists {
+				pending = append(pending, string(name))
+				continue
+			}
+			cd, err := composed.From(objs[name])
+			if err != nil {
+				return Outcome{}, fmt.Errorf("cannot convert composed resource %q: %w", name, err)
+			}
+			dc := &resource.DesiredComposed{Resource: cd, Ready: resource.ReadyFalse}
+			if exists && ready(ocd) {
+				dc.Ready = resource.ReadyTrue
+			} else {
+				pending = append(pending, string(name))
+				if exists {
+					problems = append(problems, problem(name, ocd)...)
+				}
+			}
+			out.Desired[name] = dc
+		}
+
+		c := Condition{Type: s.Condition, Ready: len(pending) == 0, Reason: ReasonAvailable}
+		switch {
+		case !allowed:
+			c.Reason = ReasonWaiting
+			c.Message = fmt.Sprintf("waiting for %s: %s not Ready yet", blockedBy[0], strings.Join(blockedBy[1:], ", "))
+		case len(pending) > 0:
+			c.Reason = ReasonCreating
+			c.Message = fmt.Sprintf("waiting for %s to become Ready", strings.Join(pending, ", "))
+			if len(problems) > 0 {
+				c.Message += "; " + strings.Join(problems, "; ")
+			}
+		default:
+			c.Message = fmt.Sprintf("%d resources Ready", len(objs))
+		}
+		out.Conditions = append(out.Conditions, c)
+		if !c.Ready {
+			out.Ready = false
+			if blockedBy == nil {
+				blockedBy = append([]string{s.Condition}, pending...)
+			}
+		}
+	}
+	return out, nil
+}
+
+func conditionReady(ocd resource.ObservedComposed) bool {
+	return ocd.Resource.GetCondition(xpv1.TypeReady).Status == corev1.ConditionTrue
+}
+
+// problem reports what a provider said about a resource it could not
+// reconcile, so the tenant sees the provider's own message on the claim.
+func problem(name resource.Name, ocd resource.ObservedComposed) []string {
+	var out []string
+	for _, t := range []xpv1.ConditionType{xpv1.TypeSynced, xpv1.TypeReady} {
+		c := ocd.Resource.GetCondition(t)
+		if c.Status == corev1.ConditionFalse && c.Message != "" {
+			out = append(out, fmt.Sprintf("%s: %s=False (%s): %s", name, t, c.Reason, c.Message))
+		}
+	}
+	return out
+}
+
+func sortedNames(objs map[resource.Name]runtime.Object) []resource.Name {
+	names := make([]resource.Name, 0, len(objs))
+	for n := range objs {
+		names = append(names, n)
+	}
+	sort.Slice(names, func(i, j int) bool { return names[i] < names[j] })
+	return names
+}

@@ -1,0 +1,31 @@
+package sequence
+
+import (
+	"github.com/crossplane/function-sdk-go/resource"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/do-now/function-karpenter/internal/awsres"
+	"github.com/do-now/function-karpenter/internal/spec"
+)
+
+// Condition types of the steps, reported on the XR and the claim.
+const (
+	IdentityReady = "IdentityAndQueueReady"
+	WiringReady   = "InterruptionWiringReady"
+)
+
+// Steps is the whole sequence for one XR, in order.
+func Steps(c *spec.Config, observed map[resource.Name]resource.ObservedComposed) []Step {
+	return []Step{
+		{
+			Condition: IdentityReady,
+			Build:     func() (map[resource.Name]runtime.Object, error) { return awsres.Identity(c) },
+		},
+		{
+			Condition: WiringReady,
+			Build: func() (map[resource.Name]runtime.Object, error) {
+				return awsres.Wiring(c, awsres.ReadObserved(observed)), nil
+			},
+		},
+	}
+}

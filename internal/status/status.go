@@ -1,0 +1,36 @@
+// Package status writes what AWS reported back onto the XR's status, where
+// Crossplane copies it to the claim: the role ARN, the queue and the rules.
+package status
+
+import (
+	"github.com/crossplane/function-sdk-go/resource"
+	"github.com/crossplane/function-sdk-go/resource/composite"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/do-now/function-karpenter/apis/v1alpha1"
+	"github.com/do-now/function-karpenter/internal/awsres"
+	"github.com/do-now/function-karpenter/internal/spec"
+)
+
+// Write sets the XR status from the observed resources. Fields stay unset
+// until AWS has reported them, so a tenant never reads a guessed ARN.
+func Write(xr *composite.Unstructured, c *spec.Config, observed map[resource.Name]resource.ObservedComposed) error {
+	o := awsres.ReadObserved(observed)
+	s := v1alpha1.XKarpenterStatus{RoleARN: o.RoleARN}
+	if o.QueueURL != "" || o.QueueARN != "" {
+		s.Queue = &v1alpha1.QueueStatus{Name: c.Names.Queue, URL: o.QueueURL, ARN: o.QueueARN}
+	}
+	if len(o.RuleARNs) > 0 {
+		s.RuleARNs = o.RuleARNs
+	}
+	fields, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&s)
+	if err != nil {
+		return err
+	}
+	for k, v := range fields {
+		if err := xr.SetValue("status."+k, v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
