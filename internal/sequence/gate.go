@@ -92,7 +92,7 @@ func Run(steps []Step, observed map[resource.Name]resource.ObservedComposed) (Ou
 			out.Desired[name] = dc
 		}
 
-		c := Condition{Type: s.Condition, Ready: len(pending) == 0, Reason: ReasonAvailable}
+		c := Condition{Type: s.Condition, Ready: allowed && len(pending) == 0, Reason: ReasonAvailable}
 		switch {
 		case !allowed:
 			c.Reason = ReasonWaiting

@@ -1,0 +1,346 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/crossplane/function-sdk-go/logging"
+	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
+	"github.com/crossplane/function-sdk-go/resource"
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+)
+
+var (
+	step1 = []string{
+		"controller-role", "controller-role-policy", "interruption-queue",
+		"rule-capacity-reservation", "rule-health", "rule-rebalance", "rule-spot-interruption", "rule-state-change",
+	}
+	step2 = []string{
+		"interruption-queue-policy", "pod-identity-association",
+		"target-capacity-reservation", "target-health", "target-rebalance", "target-spot-interruption", "target-state-change",
+	}
+)
+
+func run(t *testing.T, req *fnv1.RunFunctionRequest) *fnv1.RunFunctionResponse {
+	t.Helper()
+	f := &Function{log: logging.NewNopLogger()}
+	rsp, err := f.RunFunction(context.Background(), req)
+	if err != nil {
+		t.Fatalf("RunFunction returned an error, it must report failures as results: %v", err)
+	}
+	return rsp
+}
+
+func desiredNames(rsp *fnv1.RunFunctionResponse) []string {
+	var names []string
+	for n := range rsp.GetDesired().GetResources() {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+func readyNames(rsp *fnv1.RunFunctionResponse) []string {
+	var names []string
+	for n, r := range rsp.GetDesired().GetResources() {
+		if r.GetReady() == fnv1.Ready_READY_TRUE {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	return names
+}
+
+func union(sets ...[]string) []string {
+	var out []string
+	for _, s := range sets {
+		out = append(out, s...)
+	}
+	sort.Strings(out)
+	return out
+}
+
+type cond struct {
+	Status fnv1.Status
+	Reason string
+}
+
+func conditionsOf(rsp *fnv1.RunFunctionResponse) map[string]cond {
+	out := map[string]cond{}
+	for _, c := range rsp.GetConditions() {
+		out[c.GetType()] = cond{Status: c.GetStatus(), Reason: c.GetReason()}
+	}
+	return out
+}
+
+func fatal(rsp *fnv1.RunFunctionResponse) string {
+	for _, r := range rsp.GetResults() {
+		if r.GetSeverity() == fnv1.Severity_SEVERITY_FATAL {
+			return r.GetMessage()
+		}
+	}
+	return ""
+}
+
+// TestWalkToReady walks one claim from nothing to every AWS resource Ready,
+// with fake providers creating what the function asks for, and checks what
+// appears at each round; then a Ready role turns unready and nothing goes.
+func TestWalkToReady(t *testing.T) {
+	aws := fakeProviders{t: t, account: account}
+	observed := map[resource.Name]map[string]any{}
+
+	// Round 1: nothing exists. Only step one is emitted.
+	rsp := run(t, aRequest(t).observing(observed).build())
+	if diff := cmp.Diff(step1, desiredNames(rsp)); diff != "" {
+		t.Fatalf("round 1: desired resources (-want +got):\n%s", diff)
+	}
+	if got := readyNames(rsp); len(got) != 0 {
+		t.Errorf("round 1: nothing exists, yet %v are marked ready", got)
+	}
+	if rsp.GetDesired().GetComposite().GetReady() != fnv1.Ready_READY_FALSE {
+		t.Errorf("round 1: the XR must be Ready=False while steps are withheld")
+	}
+	if got := rsp.GetMeta().GetTtl().AsDuration(); got != WaitingTTL {
+		t.Errorf("round 1: TTL %v, want the short waiting TTL %v", got, WaitingTTL)
+	}
+	wantConds := map[string]cond{
+		"IdentityAndQueueReady":   {fnv1.Status_STATUS_CONDITION_FALSE, "Creating"},
+		"InterruptionWiringReady": {fnv1.Status_STATUS_CONDITION_FALSE, "WaitingForPrerequisites"},
+	}
+	if diff := cmp.Diff(wantConds, conditionsOf(rsp)); diff != "" {
+		t.Errorf("round 1: conditions (-want +got):\n%s", diff)
+	}
+
+	// Round 2: step one exists but is not Ready. Step two stays withheld.
+	observed = aws.observe(rsp, false)
+	rsp = run(t, aRequest(t).observing(observed).build())
+	if diff := cmp.Diff(step1, desiredNames(rsp)); diff != "" {
+		t.Fatalf("round 2: desired resources (-want +got):\n%s", diff)
+	}
+
+	// Round 3: step one is Ready. Step two appears, built from what AWS reported.
+	observed = aws.observe(rsp, true)
+	rsp = run(t, aRequest(t).observing(observed).build())
+	if diff := cmp.Diff(union(step1, step2), desiredNames(rsp)); diff != "" {
+		t.Fatalf("round 3: desired resources (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(step1, readyNames(rsp)); diff != "" {
+		t.Errorf("round 3: ready resources (-want +got):\n%s", diff)
+	}
+	wantRoleARN := "arn:aws:iam::111122223333:role/socle/prod-eu/prod-eu-karpenter"
+	pia := rsp.GetDesired().GetResources()["pod-identity-association"].GetResource().AsMap()
+	if got := pia["spec"].(map[string]any)["forProvider"].(map[string]any)["roleArn"]; got != wantRoleARN {
+		t.Errorf("round 3: association roleArn %v, want the observed role ARN %s", got, wantRoleARN)
+	}
+
+	// Round 4: everything is Ready. The XR is no longer held back.
+	observed = aws.observe(rsp, true)
+	rsp = run(t, aRequest(t).observing(observed).build())
+	if diff := cmp.Diff(union(step1, step2), readyNames(rsp)); diff != "" {
+		t.Errorf("round 4: ready resources (-want +got):\n%s", diff)
+	}
+	if rsp.GetDesired().GetComposite().GetReady() == fnv1.Ready_READY_FALSE {
+		t.Errorf("round 4: everything is Ready, the XR must not be held at Ready=False")
+	}
+	if got := rsp.GetMeta().GetTtl().AsDuration(); got != time.Minute {
+		t.Errorf("round 4: TTL %v, want the default when settled", got)
+	}
+	wantConds = map[string]cond{
+		"IdentityAndQueueReady":   {fnv1.Status_STATUS_CONDITION_TRUE, "Available"},
+		"InterruptionWiringReady": {fnv1.Status_STATUS_CONDITION_TRUE, "Available"},
+	}
+	if diff := cmp.Diff(wantConds, conditionsOf(rsp)); diff != "" {
+		t.Errorf("round 4: conditions (-want +got):\n%s", diff)
+	}
+	wantStatus := map[string]any{
+		"roleArn": wantRoleARN,
+		"queue": map[string]any{
+			"name": "prod-eu-karpenter",
+			"url":  "https://sqs.eu-west-3.amazonaws.com/111122223333/prod-eu-karpenter",
+			"arn":  "arn:aws:sqs:eu-west-3:111122223333:prod-eu-karpenter",
+		},
+		"ruleArns": map[string]any{
+			"health":               "arn:aws:events:eu-west-3:111122223333:rule/prod-eu-karpenter-health",
+			"spot-interruption":    "arn:aws:events:eu-west-3:111122223333:rule/prod-eu-karpenter-spot",
+			"rebalance":            "arn:aws:events:eu-west-3:111122223333:rule/prod-eu-karpenter-rebalance",
+			"state-change":         "arn:aws:events:eu-west-3:111122223333:rule/prod-eu-karpenter-state",
+			"capacity-reservation": "arn:aws:events:eu-west-3:111122223333:rule/prod-eu-karpenter-capacity",
+		},
+	}
+	if diff := cmp.Diff(wantStatus, rsp.GetDesired().GetComposite().GetResource().AsMap()["status"]); diff != "" {
+		t.Errorf("round 4: XR status (-want +got):\n%s", diff)
+	}
+
+	// Round 5: the role turns unready. Nothing that exists is dropped or
+	// withheld; the XR goes back to Ready=False and says why.
+	observed["controller-role"] = unready(observed["controller-role"])
+	rsp = run(t, aRequest(t).observing(observed).build())
+	if diff := cmp.Diff(union(step1, step2), desiredNames(rsp)); diff != "" {
+		t.Fatalf("round 5: a flapping role must not drop anything (-want +got):\n%s", diff)
+	}
+	if rsp.GetDesired().GetComposite().GetReady() != fnv1.Ready_READY_FALSE {
+		t.Errorf("round 5: the XR must be Ready=False while the role is unready")
+	}
+	wantConds = map[string]cond{
+		"IdentityAndQueueReady":   {fnv1.Status_STATUS_CONDITION_FALSE, "Creating"},
+		"InterruptionWiringReady": {fnv1.Status_STATUS_CONDITION_FALSE, "WaitingForPrerequisites"},
+	}
+	if diff := cmp.Diff(wantConds, conditionsOf(rsp)); diff != "" {
+		t.Errorf("round 5: conditions (-want +got):\n%s", diff)
+	}
+
+	// Round 6: the role is gone from AWS's view entirely (its atProvider is
+	// empty) while the wiring exists. The wiring is still emitted, unchanged.
+	before := rsp.GetDesired().GetResources()["pod-identity-association"].GetResource().AsMap()
+	role := unready(observed["controller-role"])
+	role["status"].(map[string]any)["atProvider"] = map[string]any{}
+	observed["controller-role"] = role
+	rsp = run(t, aRequest(t).observing(observed).build())
+	if diff := cmp.Diff(union(step1, step2), desiredNames(rsp)); diff != "" {
+		t.Fatalf("round 6: desired resources (-want +got):\n%s", diff)
+	}
+	after := rsp.GetDesired().GetResources()["pod-identity-association"].GetResource().AsMap()
+	if diff := cmp.Diff(before, after); diff != "" {
+		t.Errorf("round 6: the association changed while its role was unobserved (-before +after):\n%s", diff)
+	}
+}
+
+func TestProviderErrorReachesTheClaim(t *testing.T) {
+	aws := fakeProviders{t: t, account: account}
+	observed := aws.observe(run(t, aRequest(t).build()), false)
+	observed["controller-role"] = failing(observed["controller-role"], "AccessDenied: not authorized to perform iam:CreateRole")
+
+	rsp := run(t, aRequest(t).observing(observed).build())
+	for _, c := range rsp.GetConditions() {
+		if c.GetType() != "IdentityAndQueueReady" {
+			continue
+		}
+		want := "controller-role: Synced=False (ReconcileError): AccessDenied: not authorized to perform iam:CreateRole"
+		if !strings.Contains(c.GetMessage(), want) {
+			t.Errorf("condition message %q does not carry the provider's error %q", c.GetMessage(), want)
+		}
+		if c.GetTarget() != fnv1.Target_TARGET_COMPOSITE_AND_CLAIM {
+			t.Errorf("condition target %v, want the claim too", c.GetTarget())
+		}
+		return
+	}
+	t.Fatal("no IdentityAndQueueReady condition")
+}
+
+func TestEventsOnlyOnTransitions(t *testing.T) {
+	cases := map[string]struct {
+		reason string
+		req    *fnv1.RunFunctionRequest
+		want   int
+	}{
+		"FirstCall": {
+			reason: "A new XR shows no step conditions: each step's state is news.",
+			req:    aRequest(t).build(),
+			want:   2,
+		},
+		"NothingChanged": {
+			reason: "The XR already shows both steps as they are: no event.",
+			req: aRequest(t).
+				withXRCondition("IdentityAndQueueReady", "False", "Creating").
+				withXRCondition("InterruptionWiringReady", "False", "WaitingForPrerequisites").build(),
+			want: 0,
+		},
+		"OneStepChanged": {
+			reason: "Only the step whose state differs from the XR's gets an event.",
+			req: aRequest(t).
+				withXRCondition("IdentityAndQueueReady", "True", "Available").
+				withXRCondition("InterruptionWiringReady", "False", "WaitingForPrerequisites").build(),
+			want: 1,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			rsp := run(t, tc.req)
+			if got := len(rsp.GetResults()); got != tc.want {
+				t.Errorf("%s\n%d results, want %d: %v", tc.reason, got, tc.want, rsp.GetResults())
+			}
+		})
+	}
+}
+
+// TestBadInputComposesNothing checks that invalid claims and inputs get a
+// Fatal result naming the field, and that what exists is passed through.
+func TestBadInputComposesNothing(t *testing.T) {
+	cases := map[string]struct {
+		reason string
+		req    *requestBuilder
+		want   string
+	}{
+		"MalformedRoleARN": {
+			reason: "The node role ARN decides account and partition; a malformed one is refused.",
+			req:    aRequest(t).withSpec("nodeIdentity.roleArn", "arn:aws:iam::1234:role/x"),
+			want:   "spec.nodeIdentity.roleArn",
+		},
+		"ClusterNameTooLongForRules": {
+			reason: "A cluster name that makes a rule name exceed 64 characters is refused before anything is emitted.",
+			req:    aRequest(t).withSpec("cluster.name", strings.Repeat("c", 45)),
+			want:   "spec.cluster.name",
+		},
+		"UnknownVersion": {
+			reason: "Only versions with a known controller policy are accepted.",
+			req:    aRequest(t).withSpec("version", "0.37.0"),
+			want:   "spec.version",
+		},
+		"UnknownInputField": {
+			reason: "A misspelt platform setting must not silently fall back to a default.",
+			req:    aRequest(t).withInput("iamPathPrefx", "/x/"),
+			want:   "input",
+		},
+		"BadPathPrefix": {
+			reason: "The IAM path prefix must be an IAM path.",
+			req:    aRequest(t).withInput("iamPathPrefix", "socle"),
+			want:   "input.iamPathPrefix",
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			existing := map[resource.Name]map[string]any{"controller-role": {"apiVersion": "iam.aws.upbound.io/v1beta1", "kind": "Role"}}
+			req := tc.req.observing(existing).build()
+			req.Desired.Resources = map[string]*fnv1.Resource{"from-an-earlier-function": {Resource: mustStruct(t, map[string]any{"kind": "ConfigMap"})}}
+			rsp := run(t, req)
+			msg := fatal(rsp)
+			if !strings.Contains(msg, tc.want) {
+				t.Errorf("%s\nfatal message %q does not name %q", tc.reason, msg, tc.want)
+			}
+			if diff := cmp.Diff([]string{"from-an-earlier-function"}, desiredNames(rsp), cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("%s\na refused XR must neither add nor drop desired resources (-want +got):\n%s", tc.reason, diff)
+			}
+		})
+	}
+}
+
+// TestQueuePolicyNamesTheObservedRules reads the composed queue policy as data.
+func TestQueuePolicyNamesTheObservedRules(t *testing.T) {
+	aws := fakeProviders{t: t, account: account}
+	observed := aws.observe(run(t, aRequest(t).build()), true)
+	rsp := run(t, aRequest(t).observing(observed).build())
+
+	qp := rsp.GetDesired().GetResources()["interruption-queue-policy"].GetResource().AsMap()
+	var doc struct {
+		Statement []struct {
+			Effect    string
+			Condition map[string]map[string][]string
+		}
+	}
+	if err := json.Unmarshal([]byte(qp["spec"].(map[string]any)["forProvider"].(map[string]any)["policy"].(string)), &doc); err != nil {
+		t.Fatalf("queue policy is not JSON: %v", err)
+	}
+	var want []string
+	for _, n := range []string{"rule-capacity-reservation", "rule-health", "rule-rebalance", "rule-spot-interruption", "rule-state-change"} {
+		want = append(want, observed[resource.Name(n)]["status"].(map[string]any)["atProvider"].(map[string]any)["arn"].(string))
+	}
+	sort.Strings(want)
+	if diff := cmp.Diff(want, doc.Statement[0].Condition["ArnEquals"]["aws:SourceArn"]); diff != "" {
+		t.Errorf("aws:SourceArn (-observed rule ARNs +got):\n%s", diff)
+	}
+}

@@ -1,0 +1,82 @@
+package main
+
+import (
+	"fmt"
+	"testing"
+
+	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
+	"github.com/crossplane/function-sdk-go/resource"
+)
+
+// fakeProviders play provider-aws: they turn what the function desired into
+// what Crossplane would observe once AWS created it, with the identifiers AWS
+// assigns written into status.atProvider.
+type fakeProviders struct {
+	t       testing.TB
+	account string
+}
+
+// observe returns every desired resource of rsp as observed, Ready or not.
+func (p fakeProviders) observe(rsp *fnv1.RunFunctionResponse, ready bool) map[resource.Name]map[string]any {
+	p.t.Helper()
+	out := map[resource.Name]map[string]any{}
+	for name, r := range rsp.GetDesired().GetResources() {
+		out[resource.Name(name)] = p.created(r.GetResource().AsMap(), ready)
+	}
+	return out
+}
+
+// created is one resource after its provider created it.
+func (p fakeProviders) created(desired map[string]any, ready bool) map[string]any {
+	obj := deepCopy(desired)
+	fp := obj["spec"].(map[string]any)["forProvider"].(map[string]any)
+	str := func(k string) string { s, _ := fp[k].(string); return s }
+	ext := ""
+	if md, ok := obj["metadata"].(map[string]any); ok {
+		if a, ok := md["annotations"].(map[string]any); ok {
+			ext, _ = a["crossplane.io/external-name"].(string)
+		}
+	}
+	at := map[string]any{}
+	switch obj["kind"] {
+	case "Role":
+		at["arn"] = fmt.Sprintf("arn:aws:iam::%s:role%s%s", p.account, str("path"), ext)
+	case "Queue":
+		at["arn"] = fmt.Sprintf("arn:aws:sqs:%s:%s:%s", str("region"), p.account, str("name"))
+		at["url"] = fmt.Sprintf("https://sqs.%s.amazonaws.com/%s/%s", str("region"), p.account, str("name"))
+	case "Rule":
+		at["arn"] = fmt.Sprintf("arn:aws:events:%s:%s:rule/%s", str("region"), p.account, ext)
+	case "PodIdentityAssociation":
+		at["associationArn"] = fmt.Sprintf("arn:aws:eks:%s:%s:podidentityassociation/%s/a-0123456789", str("region"), p.account, str("clusterName"))
+	}
+	obj["status"] = map[string]any{"atProvider": at, "conditions": conditions(ready, "", "")}
+	return obj
+}
+
+// failing marks an observed resource as refused by AWS.
+func failing(obj map[string]any, message string) map[string]any {
+	obj = deepCopy(obj)
+	obj["status"].(map[string]any)["conditions"] = conditions(false, "ReconcileError", message)
+	return obj
+}
+
+// unready marks an observed resource as no longer Ready.
+func unready(obj map[string]any) map[string]any {
+	obj = deepCopy(obj)
+	obj["status"].(map[string]any)["conditions"] = conditions(false, "", "")
+	return obj
+}
+
+func conditions(ready bool, syncReason, syncMessage string) []any {
+	if ready {
+		return []any{
+			map[string]any{"type": "Ready", "status": "True", "reason": "Available"},
+			map[string]any{"type": "Synced", "status": "True", "reason": "ReconcileSuccess"},
+		}
+	}
+	synced := map[string]any{"type": "Synced", "status": "True", "reason": "ReconcileSuccess"}
+	if syncMessage != "" {
+		synced = map[string]any{"type": "Synced", "status": "False", "reason": syncReason, "message": syncMessage}
+	}
+	return []any{map[string]any{"type": "Ready", "status": "False", "reason": "Creating"}, synced}
+}
