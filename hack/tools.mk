@@ -1,0 +1,97 @@
+# hack/tools.mk: build and cache the project's tools. Included by the main Makefile.
+#
+# Each tool is built from a small wrapper module under tools/<name>/ whose go.mod and go.sum pin
+# it (never tidied in CI: `go build` runs with -mod=readonly and fails loudly if a sum is missing).
+# Binaries are cached under $(TOOLS_BIN) with the version in their name, and are rebuilt only when
+# missing: after bumping a version in tools/<name>/go.mod, bump the matching *_VERSION below too
+# (the recipe refuses to build a binary whose name disagrees with the wrapper's go.mod).
+#
+# Everything comes from the Go module proxy; nothing else on the network is needed, and
+# `crossplane beta validate` runs offline against the seeded $(VALIDATE_CACHE).
+
+# This fragment defines file targets; keep whatever default goal the including Makefile has
+# (restored at the end), so including it first does not make `make` build the Crossplane CLI.
+TOOLS_MK_SAVED_DEFAULT_GOAL := $(.DEFAULT_GOAL)
+
+CACHE ?= $(CURDIR)/.cache
+TOOLS_BIN := $(CACHE)/bin
+TOOLS_DIR := $(CURDIR)/tools
+
+CROSSPLANE_VERSION := v2.2.1
+CONTROLLER_GEN_VERSION := v0.20.1
+CRANE_VERSION := v0.22.1
+
+CROSSPLANE := $(TOOLS_BIN)/crossplane-$(CROSSPLANE_VERSION)
+CONTROLLER_GEN := $(TOOLS_BIN)/controller-gen-$(CONTROLLER_GEN_VERSION)
+CRANE := $(TOOLS_BIN)/crane-$(CRANE_VERSION)
+
+CROSSPLANE_MODULE := github.com/crossplane/crossplane/v2
+CONTROLLER_GEN_MODULE := sigs.k8s.io/controller-tools
+CRANE_MODULE := github.com/google/go-containerregistry
+
+# $(call build-tool,WRAPPER_DIR,MODULE,VERSION,PACKAGE[,LDFLAGS])
+# Checks the wrapper pins VERSION, builds into a temporary file and renames it, so an interrupted
+# build never leaves a half-written binary that make would take as up to date.
+define build-tool
+	@mkdir -p $(@D)
+	@got=$$(cd $(TOOLS_DIR)/$(1) && go list -m -f '{{.Version}}' $(2)) && \
+	  if [ "$$got" != "$(3)" ]; then \
+	    echo "tools/$(1)/go.mod pins $(2) $$got, hack/tools.mk expects $(3)" >&2; exit 1; fi
+	cd $(TOOLS_DIR)/$(1) && CGO_ENABLED=0 go build -trimpath -ldflags '-s -w $(5)' -o $@.tmp $(4)
+	@mv -f $@.tmp $@
+endef
+
+$(CROSSPLANE):
+	$(call build-tool,crossplane,$(CROSSPLANE_MODULE),$(CROSSPLANE_VERSION),$(CROSSPLANE_MODULE)/cmd/crank,-X $(CROSSPLANE_MODULE)/internal/version.version=$(CROSSPLANE_VERSION))
+
+$(CONTROLLER_GEN):
+	$(call build-tool,controller-gen,$(CONTROLLER_GEN_MODULE),$(CONTROLLER_GEN_VERSION),$(CONTROLLER_GEN_MODULE)/cmd/controller-gen)
+
+$(CRANE):
+	$(call build-tool,crane,$(CRANE_MODULE),$(CRANE_VERSION),$(CRANE_MODULE)/cmd/crane)
+
+.PHONY: tools
+tools: $(CROSSPLANE) $(CONTROLLER_GEN) $(CRANE)
+
+# --- crossplane beta validate, offline ---------------------------------------------------------
+# validate always loads the schemas of the Crossplane image it is told about, from
+# <cache-dir>/<image with ':' replaced by '@'>/*.yaml, and downloads them only if that directory
+# is missing. Seed it with the CRDs shipped in the crossplane module (cluster/crds/), so no
+# registry is needed. Use: $(CROSSPLANE) beta validate $(VALIDATE_FLAGS) EXTENSIONS RESOURCES
+VALIDATE_CACHE := $(CACHE)/validate
+CROSSPLANE_IMAGE := xpkg.crossplane.io/crossplane/crossplane:$(CROSSPLANE_VERSION)
+CROSSPLANE_VALIDATE_SEED := $(VALIDATE_CACHE)/xpkg.crossplane.io/crossplane/crossplane@$(CROSSPLANE_VERSION)/package.yaml
+VALIDATE_FLAGS := --cache-dir $(VALIDATE_CACHE) --crossplane-image=$(CROSSPLANE_IMAGE)
+
+# Written aside and moved in last: validate treats an existing image directory as cached, even
+# if it is empty, so the directory must never exist without its package.yaml.
+$(CROSSPLANE_VALIDATE_SEED):
+	@mkdir -p $(VALIDATE_CACHE)
+	cd $(TOOLS_DIR)/crossplane && go mod download $(CROSSPLANE_MODULE)
+	@rm -rf $(VALIDATE_CACHE)/.seed.tmp && mkdir -p $(VALIDATE_CACHE)/.seed.tmp
+	dir=$$(cd $(TOOLS_DIR)/crossplane && go list -m -f '{{.Dir}}' $(CROSSPLANE_MODULE)) && \
+	  test -n "$$dir" && ls "$$dir"/cluster/crds/*.yaml >/dev/null && \
+	  for f in "$$dir"/cluster/crds/*.yaml; do \
+	    echo '---'; sed '/^---[[:space:]]*$$/d' "$$f"; \
+	  done > $(VALIDATE_CACHE)/.seed.tmp/package.yaml
+	@mkdir -p $(dir $(@D)) && rm -rf $(@D) && mv $(VALIDATE_CACHE)/.seed.tmp $(@D)
+
+.PHONY: validate-cache
+validate-cache: $(CROSSPLANE_VALIDATE_SEED)
+
+# --- provider-aws CRDs (schemas for validation), from the main module's requirement -------------
+# Directory of the provider-aws v2 CRDs (cluster *.aws.upbound.io and namespaced
+# *.aws.m.upbound.io) inside the Go module cache, at the version the main go.mod requires.
+# Evaluated lazily and at most once per make run; downloads the module if needed.
+PROVIDER_AWS_MODULE := github.com/upbound/provider-aws/v2
+PROVIDER_AWS_CRDS = $(eval PROVIDER_AWS_CRDS := $$(shell \
+  go mod download $(PROVIDER_AWS_MODULE) && \
+  d=$$$$(go list -m -f '{{.Dir}}' $(PROVIDER_AWS_MODULE)) && test -n "$$$$d" && echo "$$$$d/package/crds"))$(PROVIDER_AWS_CRDS)
+
+.PHONY: provider-aws-crds
+provider-aws-crds:
+	@test -n "$(PROVIDER_AWS_CRDS)" && test -d "$(PROVIDER_AWS_CRDS)" || \
+	  { echo "cannot locate $(PROVIDER_AWS_MODULE) CRDs (is it required by go.mod?)" >&2; exit 1; }
+	@echo $(PROVIDER_AWS_CRDS)
+
+.DEFAULT_GOAL := $(TOOLS_MK_SAVED_DEFAULT_GOAL)
