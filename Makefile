@@ -1,0 +1,57 @@
+# function-karpenter. The two commands a fresh machine needs (Go, git, make
+# and gcc are enough; everything else is built from the Go module proxy and
+# cached under .cache/):
+#   make render   renders the example claim through every step of the sequence
+#   make test     runs every test
+.DEFAULT_GOAL := render
+
+include hack/tools.mk
+
+OUTPUT := $(CURDIR)/_output
+GO_TEST_FLAGS ?= -count=1
+
+# Environment the render tests read.
+RENDER_ENV = CROSSPLANE=$(CROSSPLANE) VALIDATE_FLAGS="$(VALIDATE_FLAGS)" PROVIDER_AWS_CRDS=$(PROVIDER_AWS_CRDS)
+
+.PHONY: render
+render: $(CROSSPLANE) ## Render examples/xr.yaml through every step into _output/render/.
+	bash hack/render.sh $(CROSSPLANE) $(OUTPUT)/render
+
+.PHONY: build
+build: ## Build the function binary.
+	CGO_ENABLED=0 go build -o $(OUTPUT)/function ./fn
+
+.PHONY: generate
+generate: $(CONTROLLER_GEN) ## Regenerate deepcopy, the XRD and the input CRD from apis/.
+	CONTROLLER_GEN=$(CONTROLLER_GEN) go generate ./apis/...
+
+.PHONY: check-generated
+check-generated: generate ## Fail when the committed generated files differ from apis/.
+	@if [ -n "$$(git status --porcelain -- apis package)" ]; then \
+	  echo "generated files are stale or hand-edited; run make generate and commit:" >&2; \
+	  git status --porcelain -- apis package >&2; git --no-pager diff -- apis package | head -50 >&2; exit 1; fi
+
+.PHONY: test
+test: check-generated unit render-test ## Run every test.
+
+.PHONY: unit
+unit: ## Unit and multi-reconcile tests.
+	go vet ./...
+	go test $(GO_TEST_FLAGS) ./...
+
+.PHONY: render-test
+render-test: $(CROSSPLANE) $(CROSSPLANE_VALIDATE_SEED) provider-aws-crds ## Golden crossplane render per step, validated.
+	$(RENDER_ENV) go test $(GO_TEST_FLAGS) -tags render ./test/render/...
+
+.PHONY: update-golden
+update-golden: $(CROSSPLANE) $(CROSSPLANE_VALIDATE_SEED) provider-aws-crds ## Rewrite fixtures and golden render output.
+	go test -count=1 ./fn -run TestExampleFixtures -update
+	$(RENDER_ENV) go test -count=1 -tags render ./test/render/... -update
+
+.PHONY: bench
+bench: ## Benchmarks of RunFunction (ns/op, B/op, allocs/op).
+	go test -run '^$$' -bench . -benchmem ./fn/
+
+.PHONY: help
+help:
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
