@@ -6,6 +6,7 @@ package naming
 import (
 	"fmt"
 	"regexp"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -62,9 +63,11 @@ func For(cluster, pathPrefix string) Names {
 // since that is the only tenant input names grow with.
 func (n Names) Check(cluster *field.Path) field.ErrorList {
 	var errs field.ErrorList
+	// Every name starts with the cluster name followed by Base.
+	value := strings.TrimSuffix(n.Role, Base)
 	check := func(what, name string, limit int) {
 		if len(name) > limit {
-			errs = append(errs, field.Invalid(cluster, cluster.String(),
+			errs = append(errs, field.Invalid(cluster, value,
 				fmt.Sprintf("%s name %q is %d characters, over the AWS limit of %d", what, name, len(name), limit)))
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"unicode/utf8"
 
 	"google.golang.org/protobuf/types/known/structpb"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -146,11 +147,14 @@ func validateSpec(c *Config) field.ErrorList {
 	}
 
 	r := p.Child("cluster", "region")
+	validRegion := false
 	switch {
 	case s.Cluster.Region == "":
 		errs = append(errs, field.Required(r, "the cluster's AWS region"))
 	case !region.MatchString(s.Cluster.Region):
 		errs = append(errs, field.Invalid(r, s.Cluster.Region, "must be an AWS region such as eu-west-3"))
+	default:
+		validRegion = true
 	}
 
 	arn := p.Child("nodeIdentity", "roleArn")
@@ -162,8 +166,7 @@ func validateSpec(c *Config) field.ErrorList {
 		c.NodeRole = role
 		c.Account = naming.Account{Partition: role.Partition, ID: role.Account, Region: s.Cluster.Region}
 	}
-	if c.NodeRole.Partition == "aws-us-gov" && !strings.HasPrefix(s.Cluster.Region, "us-gov-") ||
-		c.NodeRole.Partition == "aws-cn" && !strings.HasPrefix(s.Cluster.Region, "cn-") {
+	if validRegion && c.NodeRole.Partition != "" && regionPartition(s.Cluster.Region) != c.NodeRole.Partition {
 		errs = append(errs, field.Invalid(r, s.Cluster.Region, fmt.Sprintf("is not a region of partition %q of spec.nodeIdentity.roleArn", c.NodeRole.Partition)))
 	}
 
@@ -179,6 +182,21 @@ func validateSpec(c *Config) field.ErrorList {
 		errs = append(errs, field.NotSupported(p.Child("version"), s.Version, policy.KnownVersions()))
 	}
 	return errs
+}
+
+// regionPartition is the partition a region belongs to. Regions of the
+// partitions no role ARN can name (ISO) map to a partition of their own.
+func regionPartition(r string) naming.Partition {
+	switch {
+	case strings.HasPrefix(r, "cn-"):
+		return "aws-cn"
+	case strings.HasPrefix(r, "us-gov-"):
+		return "aws-us-gov"
+	case strings.Contains(r, "-iso"):
+		return "aws-iso"
+	default:
+		return "aws"
+	}
 }
 
 func validateInput(c *Config) field.ErrorList {
@@ -212,6 +230,7 @@ func validateInput(c *Config) field.ErrorList {
 }
 
 // validateTags applies AWS's tag rules shared by IAM, SQS, EventBridge and EKS.
+// AWS counts their lengths in Unicode characters, not bytes.
 func validateTags(p *field.Path, tags map[string]string) field.ErrorList {
 	var errs field.ErrorList
 	if len(tags) > 40 {
@@ -220,12 +239,12 @@ func validateTags(p *field.Path, tags map[string]string) field.ErrorList {
 	for k, v := range tags {
 		kp := p.Key(k)
 		switch {
-		case k == "" || len(k) > 128 || !tagCharacter.MatchString(k):
+		case k == "" || utf8.RuneCountInString(k) > 128 || !tagCharacter.MatchString(k):
 			errs = append(errs, field.Invalid(kp, k, "tag keys are 1-128 letters, digits, spaces and _.:/=+-@"))
 		case strings.HasPrefix(strings.ToLower(k), "aws:"):
 			errs = append(errs, field.Invalid(kp, k, "the aws: prefix is reserved by AWS"))
 		}
-		if len(v) > 256 || !tagCharacter.MatchString(v) {
+		if utf8.RuneCountInString(v) > 256 || !tagCharacter.MatchString(v) {
 			errs = append(errs, field.Invalid(kp, v, "tag values are up to 256 letters, digits, spaces and _.:/=+-@"))
 		}
 	}
