@@ -37,7 +37,7 @@ define build-tool
 	@got=$$(cd $(TOOLS_DIR)/$(1) && go list -m -f '{{.Version}}' $(2)) && \
 	  if [ "$$got" != "$(3)" ]; then \
 	    echo "tools/$(1)/go.mod pins $(2) $$got, hack/tools.mk expects $(3)" >&2; exit 1; fi
-	cd $(TOOLS_DIR)/$(1) && CGO_ENABLED=0 go build -trimpath -ldflags '-s -w $(5)' -o $@.tmp $(4)
+	cd $(TOOLS_DIR)/$(1) && CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags '-s -w $(5)' -o $@.tmp $(4)
 	@mv -f $@.tmp $@
 endef
 
