@@ -46,6 +46,7 @@ func aRequest(t testing.TB) *requestBuilder {
 			"apiVersion": "karpenter.fn.socle.do-now.io/v1beta1",
 			"kind":       "Input",
 			"tags":       map[string]any{"cost-center": "platform"},
+			"nodes":      map[string]any{"publicSecurityGroupSuffix": "-public-nodes"},
 		},
 		observed: map[string]map[string]any{},
 	}

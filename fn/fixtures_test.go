@@ -52,18 +52,29 @@ func readYAML(t *testing.T, path string, into any) {
 // the golden render tests.
 func TestExampleFixtures(t *testing.T) {
 	aws := fakeProviders{t: t, account: account}
-	identity := aws.observe(run(t, exampleRequest(t, nil)), true)
-	all := aws.observe(run(t, exampleRequest(t, identity)), true)
-	flapped := map[resource.Name]map[string]any{}
-	for n, o := range all {
-		flapped[n] = o
+	next := func(observed map[resource.Name]map[string]any) map[resource.Name]map[string]any {
+		return aws.observe(run(t, exampleRequest(t, observed)), true)
 	}
-	flapped["controller-role"] = failing(all["controller-role"], "AccessDenied: iam:GetRole was denied by the permissions boundary")
+	identity := next(nil)
+	wiring := next(identity)
+	accessCheck := next(wiring)
+	controller := next(accessCheck)
+	all := next(controller)
+
+	checkFailed := copyObserved(accessCheck)
+	checkFailed["access-check"] = jobFailed(accessCheck["access-check"])
+	controllerFailing := copyObserved(all)
+	controllerFailing["controller-kustomization"] = kustomizationFailing(all["controller-kustomization"],
+		"HelmRelease/karpenter/karpenter status: 'Failed'")
 
 	fixtures := map[string]map[resource.Name]map[string]any{
-		"2-identity-ready.yaml": identity,
-		"3-all-ready.yaml":      all,
-		"4-role-failing.yaml":   flapped,
+		"2-identity-ready.yaml":           identity,
+		"3-wiring-ready.yaml":             wiring,
+		"4-access-check-failed.yaml":      checkFailed,
+		"5-access-check-passed.yaml":      accessCheck,
+		"6-controller-ready.yaml":         controller,
+		"7-all-ready.yaml":                all,
+		"8-controller-failing-later.yaml": controllerFailing,
 	}
 	for file, observed := range fixtures {
 		path := filepath.Join("..", "examples", "observed", file)
@@ -82,6 +93,14 @@ func TestExampleFixtures(t *testing.T) {
 			t.Errorf("%s is stale; run go test ./fn -run TestExampleFixtures -update (-committed +now):\n%s", path, diff)
 		}
 	}
+}
+
+func copyObserved(in map[resource.Name]map[string]any) map[resource.Name]map[string]any {
+	out := make(map[resource.Name]map[string]any, len(in))
+	for n, o := range in {
+		out[n] = o
+	}
+	return out
 }
 
 // renderFixture writes observed resources as crossplane render reads them:

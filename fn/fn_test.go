@@ -24,7 +24,28 @@ var (
 		"interruption-queue-policy", "pod-identity-association",
 		"target-capacity-reservation", "target-health", "target-rebalance", "target-spot-interruption", "target-state-change",
 	}
+	step3 = []string{"access-check", "controller-namespace", "controller-service-account"}
+	step4 = []string{"controller-kustomization"}
+	step5 = []string{"nodes-kustomization"}
+	steps = []string{"IdentityAndQueueReady", "InterruptionWiringReady", "AccessCheckReady", "ControllerReady", "NodePoolsReady"}
 )
+
+// wantConditions is the state of every step: ready ones Available, the
+// first unready one with reason first, the rest waiting for prerequisites.
+func wantConditions(ready int, first string) map[string]cond {
+	out := map[string]cond{}
+	for i, s := range steps {
+		switch {
+		case i < ready:
+			out[s] = cond{fnv1.Status_STATUS_CONDITION_TRUE, "Available"}
+		case i == ready:
+			out[s] = cond{fnv1.Status_STATUS_CONDITION_FALSE, first}
+		default:
+			out[s] = cond{fnv1.Status_STATUS_CONDITION_FALSE, "WaitingForPrerequisites"}
+		}
+	}
+	return out
+}
 
 func run(t *testing.T, req *fnv1.RunFunctionRequest) *fnv1.RunFunctionResponse {
 	t.Helper()
@@ -87,76 +108,95 @@ func fatal(rsp *fnv1.RunFunctionResponse) string {
 	return ""
 }
 
-// TestWalkToReady walks one claim from nothing to every AWS resource Ready,
-// with fake providers creating what the function asks for, and checks what
-// appears at each round; then a Ready role turns unready and nothing goes.
+// round is what one call of the function is expected to answer.
+type round struct {
+	desired    []string
+	ready      []string
+	conditions map[string]cond
+	// xrReady is false when the XR must be held at Ready=False.
+	xrReady bool
+}
+
+func (r round) check(t *testing.T, name string, rsp *fnv1.RunFunctionResponse) {
+	t.Helper()
+	if msg := fatal(rsp); msg != "" {
+		t.Fatalf("%s: fatal result: %s", name, msg)
+	}
+	if diff := cmp.Diff(r.desired, desiredNames(rsp)); diff != "" {
+		t.Fatalf("%s: desired resources (-want +got):\n%s", name, diff)
+	}
+	if diff := cmp.Diff(r.ready, readyNames(rsp), cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("%s: ready resources (-want +got):\n%s", name, diff)
+	}
+	if diff := cmp.Diff(r.conditions, conditionsOf(rsp)); diff != "" {
+		t.Errorf("%s: conditions (-want +got):\n%s", name, diff)
+	}
+	heldBack := rsp.GetDesired().GetComposite().GetReady() == fnv1.Ready_READY_FALSE
+	if heldBack == r.xrReady {
+		t.Errorf("%s: XR held at Ready=False is %v, want %v", name, heldBack, !r.xrReady)
+	}
+	wantTTL := WaitingTTL
+	if r.xrReady {
+		wantTTL = time.Minute
+	}
+	if got := rsp.GetMeta().GetTtl().AsDuration(); got != wantTTL {
+		t.Errorf("%s: TTL %v, want %v", name, got, wantTTL)
+	}
+}
+
+func forProvider(rsp *fnv1.RunFunctionResponse, name, field string) any {
+	return rsp.GetDesired().GetResources()[name].GetResource().AsMap()["spec"].(map[string]any)["forProvider"].(map[string]any)[field]
+}
+
+// TestWalkToReady walks one claim from nothing to Ready, with fake providers
+// creating what the function asks for, and checks what appears at each
+// round; a failed access check holds the controller back; then a Ready
+// resource turns unready and nothing goes.
 func TestWalkToReady(t *testing.T) {
 	aws := fakeProviders{t: t, account: account}
-	observed := map[resource.Name]map[string]any{}
-
-	// Round 1: nothing exists. Only step one is emitted.
-	rsp := run(t, aRequest(t).observing(observed).build())
-	if diff := cmp.Diff(step1, desiredNames(rsp)); diff != "" {
-		t.Fatalf("round 1: desired resources (-want +got):\n%s", diff)
-	}
-	if got := readyNames(rsp); len(got) != 0 {
-		t.Errorf("round 1: nothing exists, yet %v are marked ready", got)
-	}
-	if rsp.GetDesired().GetComposite().GetReady() != fnv1.Ready_READY_FALSE {
-		t.Errorf("round 1: the XR must be Ready=False while steps are withheld")
-	}
-	if got := rsp.GetMeta().GetTtl().AsDuration(); got != WaitingTTL {
-		t.Errorf("round 1: TTL %v, want the short waiting TTL %v", got, WaitingTTL)
-	}
-	wantConds := map[string]cond{
-		"IdentityAndQueueReady":   {fnv1.Status_STATUS_CONDITION_FALSE, "Creating"},
-		"InterruptionWiringReady": {fnv1.Status_STATUS_CONDITION_FALSE, "WaitingForPrerequisites"},
-	}
-	if diff := cmp.Diff(wantConds, conditionsOf(rsp)); diff != "" {
-		t.Errorf("round 1: conditions (-want +got):\n%s", diff)
+	call := func(observed map[resource.Name]map[string]any) *fnv1.RunFunctionResponse {
+		return run(t, aRequest(t).observing(observed).build())
 	}
 
-	// Round 2: step one exists but is not Ready. Step two stays withheld.
-	observed = aws.observe(rsp, false)
-	rsp = run(t, aRequest(t).observing(observed).build())
-	if diff := cmp.Diff(step1, desiredNames(rsp)); diff != "" {
-		t.Fatalf("round 2: desired resources (-want +got):\n%s", diff)
-	}
+	rsp := call(nil)
+	round{desired: step1, conditions: wantConditions(0, "Creating")}.check(t, "nothing exists", rsp)
 
-	// Round 3: step one is Ready. Step two appears, built from what AWS reported.
+	observed := aws.observe(rsp, false)
+	rsp = call(observed)
+	round{desired: step1, conditions: wantConditions(0, "Creating")}.check(t, "step 1 exists, not Ready", rsp)
+
 	observed = aws.observe(rsp, true)
-	rsp = run(t, aRequest(t).observing(observed).build())
-	if diff := cmp.Diff(union(step1, step2), desiredNames(rsp)); diff != "" {
-		t.Fatalf("round 3: desired resources (-want +got):\n%s", diff)
-	}
-	if diff := cmp.Diff(step1, readyNames(rsp)); diff != "" {
-		t.Errorf("round 3: ready resources (-want +got):\n%s", diff)
-	}
+	rsp = call(observed)
+	round{desired: union(step1, step2), ready: step1, conditions: wantConditions(1, "Creating")}.check(t, "step 1 Ready", rsp)
 	wantRoleARN := "arn:aws:iam::111122223333:role/socle/prod-eu/prod-eu-karpenter"
-	pia := rsp.GetDesired().GetResources()["pod-identity-association"].GetResource().AsMap()
-	if got := pia["spec"].(map[string]any)["forProvider"].(map[string]any)["roleArn"]; got != wantRoleARN {
-		t.Errorf("round 3: association roleArn %v, want the observed role ARN %s", got, wantRoleARN)
+	if got := forProvider(rsp, "pod-identity-association", "roleArn"); got != wantRoleARN {
+		t.Errorf("association roleArn %v, want the observed role ARN %s", got, wantRoleARN)
 	}
 
-	// Round 4: everything is Ready. The XR is no longer held back.
 	observed = aws.observe(rsp, true)
-	rsp = run(t, aRequest(t).observing(observed).build())
-	if diff := cmp.Diff(union(step1, step2), readyNames(rsp)); diff != "" {
-		t.Errorf("round 4: ready resources (-want +got):\n%s", diff)
+	rsp = call(observed)
+	round{desired: union(step1, step2, step3), ready: union(step1, step2), conditions: wantConditions(2, "Creating")}.check(t, "step 2 Ready", rsp)
+
+	observed = aws.observe(rsp, true)
+	observed["access-check"] = jobFailed(observed["access-check"])
+	rsp = call(observed)
+	round{desired: union(step1, step2, step3), ready: union(step1, step2, []string{"controller-namespace", "controller-service-account"}), conditions: wantConditions(2, "Creating")}.check(t, "access check failed", rsp)
+	if msg := conditionMessage(rsp, "AccessCheckReady"); !strings.Contains(msg, "access-check: Job failed (BackoffLimitExceeded): Job has reached the specified backoff limit") {
+		t.Errorf("a failed access check must reach the claim with its reason, got %q", msg)
 	}
-	if rsp.GetDesired().GetComposite().GetReady() == fnv1.Ready_READY_FALSE {
-		t.Errorf("round 4: everything is Ready, the XR must not be held at Ready=False")
-	}
-	if got := rsp.GetMeta().GetTtl().AsDuration(); got != time.Minute {
-		t.Errorf("round 4: TTL %v, want the default when settled", got)
-	}
-	wantConds = map[string]cond{
-		"IdentityAndQueueReady":   {fnv1.Status_STATUS_CONDITION_TRUE, "Available"},
-		"InterruptionWiringReady": {fnv1.Status_STATUS_CONDITION_TRUE, "Available"},
-	}
-	if diff := cmp.Diff(wantConds, conditionsOf(rsp)); diff != "" {
-		t.Errorf("round 4: conditions (-want +got):\n%s", diff)
-	}
+
+	observed = aws.observe(rsp, true)
+	rsp = call(observed)
+	round{desired: union(step1, step2, step3, step4), ready: union(step1, step2, step3), conditions: wantConditions(3, "Creating")}.check(t, "access check succeeded", rsp)
+
+	observed = aws.observe(rsp, true)
+	rsp = call(observed)
+	round{desired: union(step1, step2, step3, step4, step5), ready: union(step1, step2, step3, step4), conditions: wantConditions(4, "Creating")}.check(t, "controller Ready", rsp)
+
+	observed = aws.observe(rsp, true)
+	all := union(step1, step2, step3, step4, step5)
+	rsp = call(observed)
+	round{desired: all, ready: all, conditions: wantConditions(5, ""), xrReady: true}.check(t, "everything Ready", rsp)
 	wantStatus := map[string]any{
 		"roleArn": wantRoleARN,
 		"queue": map[string]any{
@@ -173,41 +213,39 @@ func TestWalkToReady(t *testing.T) {
 		},
 	}
 	if diff := cmp.Diff(wantStatus, rsp.GetDesired().GetComposite().GetResource().AsMap()["status"]); diff != "" {
-		t.Errorf("round 4: XR status (-want +got):\n%s", diff)
+		t.Errorf("XR status (-want +got):\n%s", diff)
 	}
 
-	// Round 5: the role turns unready. Nothing that exists is dropped or
-	// withheld; the XR goes back to Ready=False and says why.
-	observed["controller-role"] = unready(observed["controller-role"])
-	rsp = run(t, aRequest(t).observing(observed).build())
-	if diff := cmp.Diff(union(step1, step2), desiredNames(rsp)); diff != "" {
-		t.Fatalf("round 5: a flapping role must not drop anything (-want +got):\n%s", diff)
-	}
-	if rsp.GetDesired().GetComposite().GetReady() != fnv1.Ready_READY_FALSE {
-		t.Errorf("round 5: the XR must be Ready=False while the role is unready")
-	}
-	wantConds = map[string]cond{
-		"IdentityAndQueueReady":   {fnv1.Status_STATUS_CONDITION_FALSE, "Creating"},
-		"InterruptionWiringReady": {fnv1.Status_STATUS_CONDITION_FALSE, "WaitingForPrerequisites"},
-	}
-	if diff := cmp.Diff(wantConds, conditionsOf(rsp)); diff != "" {
-		t.Errorf("round 5: conditions (-want +got):\n%s", diff)
+	// The controller turns unready after the nodes exist: nothing that exists
+	// is dropped or withheld; the XR goes back to Ready=False and says why.
+	observed["controller-kustomization"] = kustomizationFailing(observed["controller-kustomization"], "HelmRelease/karpenter/karpenter status: 'Failed'")
+	rsp = call(observed)
+	round{desired: all, ready: union(step1, step2, step3, step5), conditions: wantConditions(3, "Creating")}.check(t, "controller unready after the nodes exist", rsp)
+	if msg := conditionMessage(rsp, "ControllerReady"); !strings.Contains(msg, "HelmRelease/karpenter/karpenter status: 'Failed'") {
+		t.Errorf("Flux's message must reach the claim, got %q", msg)
 	}
 
-	// Round 6: the role is gone from AWS's view entirely (its atProvider is
-	// empty) while the wiring exists. The wiring is still emitted, unchanged.
+	// The role turns unready too, and then loses its observed ARN: the
+	// wiring that exists is still emitted, unchanged.
 	before := rsp.GetDesired().GetResources()["pod-identity-association"].GetResource().AsMap()
 	role := unready(observed["controller-role"])
 	role["status"].(map[string]any)["atProvider"] = map[string]any{}
 	observed["controller-role"] = role
-	rsp = run(t, aRequest(t).observing(observed).build())
-	if diff := cmp.Diff(union(step1, step2), desiredNames(rsp)); diff != "" {
-		t.Fatalf("round 6: desired resources (-want +got):\n%s", diff)
-	}
+	rsp = call(observed)
+	round{desired: all, ready: union(step1[1:], step2, step3, step5), conditions: wantConditions(0, "Creating")}.check(t, "role unready and unobserved", rsp)
 	after := rsp.GetDesired().GetResources()["pod-identity-association"].GetResource().AsMap()
 	if diff := cmp.Diff(before, after); diff != "" {
-		t.Errorf("round 6: the association changed while its role was unobserved (-before +after):\n%s", diff)
+		t.Errorf("the association changed while its role was unobserved (-before +after):\n%s", diff)
 	}
+}
+
+func conditionMessage(rsp *fnv1.RunFunctionResponse, typ string) string {
+	for _, c := range rsp.GetConditions() {
+		if c.GetType() == typ {
+			return c.GetMessage()
+		}
+	}
+	return ""
 }
 
 func TestProviderErrorReachesTheClaim(t *testing.T) {
@@ -241,20 +279,26 @@ func TestEventsOnlyOnTransitions(t *testing.T) {
 		"FirstCall": {
 			reason: "A new XR shows no step conditions: each step's state is news.",
 			req:    aRequest(t).build(),
-			want:   2,
+			want:   5,
 		},
 		"NothingChanged": {
-			reason: "The XR already shows both steps as they are: no event.",
+			reason: "The XR already shows every step as it is: no event.",
 			req: aRequest(t).
 				withXRCondition("IdentityAndQueueReady", "False", "Creating").
-				withXRCondition("InterruptionWiringReady", "False", "WaitingForPrerequisites").build(),
+				withXRCondition("InterruptionWiringReady", "False", "WaitingForPrerequisites").
+				withXRCondition("AccessCheckReady", "False", "WaitingForPrerequisites").
+				withXRCondition("ControllerReady", "False", "WaitingForPrerequisites").
+				withXRCondition("NodePoolsReady", "False", "WaitingForPrerequisites").build(),
 			want: 0,
 		},
 		"OneStepChanged": {
 			reason: "Only the step whose state differs from the XR's gets an event.",
 			req: aRequest(t).
 				withXRCondition("IdentityAndQueueReady", "True", "Available").
-				withXRCondition("InterruptionWiringReady", "False", "WaitingForPrerequisites").build(),
+				withXRCondition("InterruptionWiringReady", "False", "WaitingForPrerequisites").
+				withXRCondition("AccessCheckReady", "False", "WaitingForPrerequisites").
+				withXRCondition("ControllerReady", "False", "WaitingForPrerequisites").
+				withXRCondition("NodePoolsReady", "False", "WaitingForPrerequisites").build(),
 			want: 1,
 		},
 	}

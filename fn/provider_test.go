@@ -26,9 +26,33 @@ func (p fakeProviders) observe(rsp *fnv1.RunFunctionResponse, ready bool) map[re
 	return out
 }
 
-// created is one resource after its provider created it.
+// created is one resource after its controller created it: provider-aws
+// for managed resources, Kubernetes for the cluster objects, Flux for the
+// Kustomizations.
 func (p fakeProviders) created(desired map[string]any, ready bool) map[string]any {
 	obj := deepCopy(desired)
+	switch obj["kind"] {
+	case "Namespace":
+		phase := "Terminating"
+		if ready {
+			phase = "Active"
+		}
+		obj["status"] = map[string]any{"phase": phase}
+		return obj
+	case "ServiceAccount":
+		return obj
+	case "Job":
+		obj["status"] = map[string]any{"active": 1}
+		if ready {
+			obj["status"] = map[string]any{"succeeded": 1, "conditions": []any{
+				map[string]any{"type": "Complete", "status": "True"},
+			}}
+		}
+		return obj
+	case "Kustomization":
+		obj["status"] = map[string]any{"conditions": fluxConditions(ready, "Progressing", "Reconciliation in progress")}
+		return obj
+	}
 	fp := obj["spec"].(map[string]any)["forProvider"].(map[string]any)
 	str := func(k string) string { s, _ := fp[k].(string); return s }
 	ext := ""
@@ -51,6 +75,30 @@ func (p fakeProviders) created(desired map[string]any, ready bool) map[string]an
 	}
 	obj["status"] = map[string]any{"atProvider": at, "conditions": conditions(ready, "", "")}
 	return obj
+}
+
+// jobFailed marks an observed Job as failed the way the Job controller does.
+func jobFailed(obj map[string]any) map[string]any {
+	obj = deepCopy(obj)
+	obj["status"] = map[string]any{"failed": 7, "conditions": []any{
+		map[string]any{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded", "message": "Job has reached the specified backoff limit"},
+	}}
+	return obj
+}
+
+// kustomizationFailing marks an observed Kustomization as Flux reports a
+// failed health check.
+func kustomizationFailing(obj map[string]any, message string) map[string]any {
+	obj = deepCopy(obj)
+	obj["status"] = map[string]any{"conditions": fluxConditions(false, "HealthCheckFailed", message)}
+	return obj
+}
+
+func fluxConditions(ready bool, reason, message string) []any {
+	if ready {
+		return []any{map[string]any{"type": "Ready", "status": "True", "reason": "ReconciliationSucceeded", "message": "Applied revision: main@sha1:0123abc"}}
+	}
+	return []any{map[string]any{"type": "Ready", "status": "False", "reason": reason, "message": message}}
 }
 
 // failing marks an observed resource as refused by AWS.

@@ -37,6 +37,6 @@ render() {
 }
 
 render 1-nothing
-render 2-identity-ready --observed-resources examples/observed/2-identity-ready.yaml
-render 3-all-ready --observed-resources examples/observed/3-all-ready.yaml
-render 4-role-failing --observed-resources examples/observed/4-role-failing.yaml
+for f in examples/observed/*.yaml; do
+  render "$(basename "$f" .yaml)" --observed-resources "$f"
+done

@@ -54,10 +54,111 @@ type XKarpenterSpec struct {
 	Cluster      Cluster      `json:"cluster"`
 	NodeIdentity NodeIdentity `json:"nodeIdentity"`
 
-	// Version of Karpenter to install. It selects the controller IAM policy.
+	// Version of Karpenter to install. It selects the controller IAM policy
+	// and the chart version.
 	// +kubebuilder:default="1.15.0"
 	// +optional
 	Version KarpenterVersion `json:"version,omitempty"`
+
+	// Pools are the two node pools Karpenter manages.
+	// +kubebuilder:default={}
+	// +optional
+	Pools Pools `json:"pools,omitempty"`
+}
+
+// Pools are the private pool, which always exists, and the public one.
+type Pools struct {
+	// Private nodes: private subnets, the cluster security group, egress
+	// through the NAT gateway. The default pool.
+	// +kubebuilder:default={}
+	// +optional
+	Private Pool `json:"private,omitempty"`
+
+	// Public nodes: tainted, in public subnets with a public IP and their own
+	// security group, never targeted by load balancers.
+	// +kubebuilder:default={}
+	// +optional
+	Public PublicPool `json:"public,omitempty"`
+}
+
+// PublicPool is a pool that can be turned off.
+type PublicPool struct {
+	// Enabled turns the public pool on or off.
+	// +kubebuilder:default=true
+	// +optional
+	Enabled *bool `json:"enabled,omitempty"`
+
+	Pool `json:",inline"`
+}
+
+// CapacityType is how EC2 capacity is bought.
+// +kubebuilder:validation:Enum=spot;on-demand;reserved
+type CapacityType string
+
+// Architecture is a CPU architecture.
+// +kubebuilder:validation:Enum=arm64;amd64
+type Architecture string
+
+// Pool is what a tenant may choose of one node pool. Unset fields take the
+// platform's defaults: Spot and Graviton first, families c/m/r of generation
+// 6 or later.
+type Pool struct {
+	// CapacityTypes Karpenter may buy, most preferred first.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=3
+	// +listType=set
+	// +optional
+	CapacityTypes []CapacityType `json:"capacityTypes,omitempty"`
+
+	// Architectures of the instances, most preferred first.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=2
+	// +listType=set
+	// +optional
+	Architectures []Architecture `json:"architectures,omitempty"`
+
+	// InstanceCategories are EC2 instance families by letter (c, m, r, …).
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:Pattern=`^[a-z]{1,8}$`
+	// +listType=set
+	// +optional
+	InstanceCategories []string `json:"instanceCategories,omitempty"`
+
+	// MinGeneration is the oldest instance generation allowed.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=20
+	// +optional
+	MinGeneration *int32 `json:"minGeneration,omitempty"`
+
+	// Limits cap the resources of all nodes of the pool together.
+	// +optional
+	Limits *PoolLimits `json:"limits,omitempty"`
+
+	// ConsolidateAfter is how long a node must be empty or underused before
+	// Karpenter consolidates it, as a duration such as 30s, 5m or 1h30m.
+	// +kubebuilder:validation:Pattern=`^([0-9]+(s|m|h))+$`
+	// +kubebuilder:validation:MaxLength=16
+	// +optional
+	ConsolidateAfter string `json:"consolidateAfter,omitempty"`
+
+	// AMIAlias pins the AL2023 AMI, as al2023@vYYYYMMDD. al2023@latest is
+	// refused unless the platform allows it.
+	// +kubebuilder:validation:Pattern=`^al2023@(v[0-9]{8}|latest)$`
+	// +optional
+	AMIAlias string `json:"amiAlias,omitempty"`
+}
+
+// PoolLimits are Kubernetes quantities with platform bounds.
+type PoolLimits struct {
+	// CPU is the total vCPU of the pool's nodes, at most 10000.
+	// +kubebuilder:validation:MaxLength=16
+	// +kubebuilder:validation:XValidation:rule="isQuantity(self) && quantity(self).isGreaterThan(quantity('0')) && quantity(self).isLessThan(quantity('10001'))",message="must be a quantity above 0 and at most 10000"
+	CPU string `json:"cpu"`
+	// Memory is the total memory of the pool's nodes, at most 40Ti.
+	// +kubebuilder:validation:MaxLength=16
+	// +kubebuilder:validation:XValidation:rule="isQuantity(self) && quantity(self).isGreaterThan(quantity('0')) && quantity(self).compareTo(quantity('40Ti')) <= 0",message="must be a quantity above 0 and at most 40Ti"
+	Memory string `json:"memory"`
 }
 
 // QueueStatus is the observed interruption queue.

@@ -9,10 +9,8 @@ import (
 	"sort"
 	"strings"
 
-	xpv1 "github.com/crossplane/crossplane-runtime/v2/apis/common/v1"
 	"github.com/crossplane/function-sdk-go/resource"
 	"github.com/crossplane/function-sdk-go/resource/composed"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
@@ -23,9 +21,6 @@ type Step struct {
 	Condition string
 	// Build returns the step's desired resources by composed resource name.
 	Build func() (map[resource.Name]runtime.Object, error)
-	// Ready tells whether an observed resource of this step is ready. Nil
-	// means its Ready condition is True, as for every managed resource.
-	Ready func(resource.ObservedComposed) bool
 }
 
 // Reasons of step conditions.
@@ -64,10 +59,6 @@ func Run(steps []Step, observed map[resource.Name]resource.ObservedComposed) (Ou
 		if err != nil {
 			return Outcome{}, fmt.Errorf("cannot build step %s: %w", s.Condition, err)
 		}
-		ready := s.Ready
-		if ready == nil {
-			ready = conditionReady
-		}
 		allowed := blockedBy == nil
 		var pending, problems []string
 		for _, name := range sortedNames(objs) {
@@ -81,12 +72,16 @@ func Run(steps []Step, observed map[resource.Name]resource.ObservedComposed) (Ou
 				return Outcome{}, fmt.Errorf("cannot convert composed resource %q: %w", name, err)
 			}
 			dc := &resource.DesiredComposed{Resource: cd, Ready: resource.ReadyFalse}
-			if exists && ready(ocd) {
+			h := Health{}
+			if exists {
+				h = Observe(ocd)
+			}
+			if h.Ready {
 				dc.Ready = resource.ReadyTrue
 			} else {
 				pending = append(pending, string(name))
-				if exists {
-					problems = append(problems, problem(name, ocd)...)
+				for _, p := range h.Problems {
+					problems = append(problems, fmt.Sprintf("%s: %s", name, p))
 				}
 			}
 			out.Desired[name] = dc
@@ -115,23 +110,6 @@ func Run(steps []Step, observed map[resource.Name]resource.ObservedComposed) (Ou
 		}
 	}
 	return out, nil
-}
-
-func conditionReady(ocd resource.ObservedComposed) bool {
-	return ocd.Resource.GetCondition(xpv1.TypeReady).Status == corev1.ConditionTrue
-}
-
-// problem reports what a provider said about a resource it could not
-// reconcile, so the tenant sees the provider's own message on the claim.
-func problem(name resource.Name, ocd resource.ObservedComposed) []string {
-	var out []string
-	for _, t := range []xpv1.ConditionType{xpv1.TypeSynced, xpv1.TypeReady} {
-		c := ocd.Resource.GetCondition(t)
-		if c.Status == corev1.ConditionFalse && c.Message != "" {
-			out = append(out, fmt.Sprintf("%s: %s=False (%s): %s", name, t, c.Reason, c.Message))
-		}
-	}
-	return out
 }
 
 func sortedNames(objs map[resource.Name]runtime.Object) []resource.Name {

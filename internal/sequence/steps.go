@@ -5,13 +5,18 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/do-now/function-karpenter/internal/awsres"
+	"github.com/do-now/function-karpenter/internal/cluster"
+	"github.com/do-now/function-karpenter/internal/flux"
 	"github.com/do-now/function-karpenter/internal/spec"
 )
 
 // Condition types of the steps, reported on the XR and the claim.
 const (
-	IdentityReady = "IdentityAndQueueReady"
-	WiringReady   = "InterruptionWiringReady"
+	IdentityReady    = "IdentityAndQueueReady"
+	WiringReady      = "InterruptionWiringReady"
+	AccessCheckReady = "AccessCheckReady"
+	ControllerReady  = "ControllerReady"
+	NodePoolsReady   = "NodePoolsReady"
 )
 
 // Steps is the whole sequence for one XR, in order.
@@ -26,6 +31,18 @@ func Steps(c *spec.Config, observed map[resource.Name]resource.ObservedComposed)
 			Build: func() (map[resource.Name]runtime.Object, error) {
 				return awsres.Wiring(c, awsres.ReadObserved(observed)), nil
 			},
+		},
+		{
+			Condition: AccessCheckReady,
+			Build:     func() (map[resource.Name]runtime.Object, error) { return cluster.Objects(c), nil },
+		},
+		{
+			Condition: ControllerReady,
+			Build:     func() (map[resource.Name]runtime.Object, error) { return flux.Controller(c) },
+		},
+		{
+			Condition: NodePoolsReady,
+			Build:     func() (map[resource.Name]runtime.Object, error) { return flux.Nodes(c) },
 		},
 	}
 }

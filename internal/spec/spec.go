@@ -64,6 +64,8 @@ func Load(xrSpec map[string]any, in *structpb.Struct) (*Config, field.ErrorList)
 	defaults(c)
 	errs = append(errs, validateSpec(c)...)
 	errs = append(errs, validateInput(c)...)
+	errs = append(errs, validateCluster(c.Input)...)
+	errs = append(errs, validatePools(c)...)
 	if len(errs) > 0 {
 		return nil, errs
 	}
@@ -131,6 +133,8 @@ func defaults(c *Config) {
 	if in.PodIdentity.ServiceAccount == "" {
 		in.PodIdentity.ServiceAccount = DefaultServiceAccount
 	}
+	defaultCluster(in)
+	defaultPools(c)
 }
 
 func validateSpec(c *Config) field.ErrorList {

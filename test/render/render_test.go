@@ -33,8 +33,12 @@ var steps = []struct {
 }{
 	{name: "1-nothing"},
 	{name: "2-identity-ready", observed: "2-identity-ready.yaml"},
-	{name: "3-all-ready", observed: "3-all-ready.yaml"},
-	{name: "4-role-failing", observed: "4-role-failing.yaml"},
+	{name: "3-wiring-ready", observed: "3-wiring-ready.yaml"},
+	{name: "4-access-check-failed", observed: "4-access-check-failed.yaml"},
+	{name: "5-access-check-passed", observed: "5-access-check-passed.yaml"},
+	{name: "6-controller-ready", observed: "6-controller-ready.yaml"},
+	{name: "7-all-ready", observed: "7-all-ready.yaml"},
+	{name: "8-controller-failing-later", observed: "8-controller-failing-later.yaml"},
 }
 
 // The provider-aws CRDs of every kind the function composes.

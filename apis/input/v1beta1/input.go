@@ -8,6 +8,7 @@
 package v1beta1
 
 import (
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -62,4 +63,118 @@ type Input struct {
 	// PodIdentity is the controller's namespace and service account.
 	// +optional
 	PodIdentity PodIdentity `json:"podIdentity,omitempty"`
+
+	// Flux is where the Kustomizations that install the controller and its
+	// node pools live, and the GitOps source they build from.
+	// +optional
+	Flux Flux `json:"flux,omitempty"`
+
+	// Controller pins the Karpenter controller, and the access check, to the
+	// cluster's fixed system nodes: the controller must never run on a node
+	// it manages.
+	// +optional
+	Controller Controller `json:"controller,omitempty"`
+
+	// AccessCheck is the Job that proves the controller's AWS credentials
+	// arrive before the controller starts.
+	// +optional
+	AccessCheck AccessCheck `json:"accessCheck,omitempty"`
+
+	// Nodes are the platform's settings of the node pools.
+	// +optional
+	Nodes Nodes `json:"nodes,omitempty"`
+}
+
+// SourceRef names the Flux source of the GitOps base.
+type SourceRef struct {
+	// +kubebuilder:validation:Enum=GitRepository;OCIRepository;Bucket
+	// +kubebuilder:default=GitRepository
+	// +optional
+	Kind string `json:"kind,omitempty"`
+	// +kubebuilder:default=flux-system
+	// +optional
+	Name string `json:"name,omitempty"`
+	// +kubebuilder:default=flux-system
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+}
+
+// Flux configures the composed Kustomizations.
+type Flux struct {
+	// Namespace of the composed Kustomizations.
+	// +kubebuilder:default=flux-system
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+	// SourceRef is the source holding the GitOps base (examples/gitops/).
+	// +optional
+	SourceRef SourceRef `json:"sourceRef,omitempty"`
+	// ControllerPath is the path of the controller base in the source.
+	// +kubebuilder:default="./examples/gitops/controller"
+	// +optional
+	ControllerPath string `json:"controllerPath,omitempty"`
+	// NodesPath is the path of the node pools base in the source.
+	// +kubebuilder:default="./examples/gitops/nodes"
+	// +optional
+	NodesPath string `json:"nodesPath,omitempty"`
+	// Interval of reconciliation, and Timeout of one apply with its health
+	// checks, as Go durations.
+	// +kubebuilder:default="10m"
+	// +optional
+	Interval string `json:"interval,omitempty"`
+	// +kubebuilder:default="10m"
+	// +optional
+	Timeout string `json:"timeout,omitempty"`
+}
+
+// Controller places the controller and the access check.
+type Controller struct {
+	// NodeSelector of the system nodes.
+	// +optional
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+	// Tolerations of the system nodes' taints.
+	// +optional
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+}
+
+// AccessCheck configures the access-check Job.
+type AccessCheck struct {
+	// Image with the AWS CLI, pinned.
+	// +optional
+	Image string `json:"image,omitempty"`
+	// BackoffLimit is how many failed attempts the Job retries.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=20
+	// +optional
+	BackoffLimit *int32 `json:"backoffLimit,omitempty"`
+	// ActiveDeadlineSeconds bounds the whole check.
+	// +kubebuilder:validation:Minimum=30
+	// +kubebuilder:validation:Maximum=3600
+	// +optional
+	ActiveDeadlineSeconds *int64 `json:"activeDeadlineSeconds,omitempty"`
+}
+
+// Nodes are the platform's node pool settings.
+type Nodes struct {
+	// PrivateSubnetTags select the private subnets; the cluster's discovery
+	// tag karpenter.sh/discovery=<cluster> is always added.
+	// +optional
+	PrivateSubnetTags map[string]string `json:"privateSubnetTags,omitempty"`
+	// PublicSubnetTags select the public subnets, likewise.
+	// +optional
+	PublicSubnetTags map[string]string `json:"publicSubnetTags,omitempty"`
+	// PublicSecurityGroupSuffix names the public nodes' own security group:
+	// <cluster><suffix>. Set it to "" on a platform without public nodes:
+	// claims that enable their public pool are then refused.
+	// +kubebuilder:default="-public-nodes"
+	// +optional
+	PublicSecurityGroupSuffix *string `json:"publicSecurityGroupSuffix,omitempty"`
+	// DefaultAMIAlias is the pinned AMI of pools that do not choose one.
+	// +optional
+	DefaultAMIAlias string `json:"defaultAmiAlias,omitempty"`
+	// AllowLatestAMI lets pools use al2023@latest.
+	// +optional
+	AllowLatestAMI bool `json:"allowLatestAmi,omitempty"`
+	// RootVolumeSize of every node, a Kubernetes quantity.
+	// +optional
+	RootVolumeSize string `json:"rootVolumeSize,omitempty"`
 }

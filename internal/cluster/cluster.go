@@ -1,0 +1,108 @@
+// Package cluster builds the Kubernetes objects of step three: the
+// controller's namespace, its ServiceAccount (the chart's own is turned off)
+// and the access-check Job, which proves the Pod Identity credentials reach a
+// pod under that ServiceAccount before the controller starts.
+package cluster
+
+import (
+	"github.com/crossplane/function-sdk-go/resource"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/do-now/function-karpenter/internal/spec"
+)
+
+// Composed resource names of step three. They are API.
+const (
+	Namespace      resource.Name = "controller-namespace"
+	ServiceAccount resource.Name = "controller-service-account"
+	AccessCheck    resource.Name = "access-check"
+)
+
+// AccessCheckJob is the name of the access-check Job.
+const AccessCheckJob = "karpenter-access-check"
+
+// ManagedNodeLabel is set on every node Karpenter launches: the controller
+// and the access check must never run on one.
+const ManagedNodeLabel = "karpenter.sh/nodepool"
+
+// Objects returns step three's objects.
+func Objects(c *spec.Config) map[resource.Name]runtime.Object {
+	ns := c.Input.PodIdentity.Namespace
+	labels := map[string]string{
+		"app.kubernetes.io/part-of":    "karpenter",
+		"app.kubernetes.io/managed-by": "crossplane",
+		"socle.do-now.io/cluster":      spec.KubernetesName(c.Spec.Cluster.Name),
+	}
+	return map[resource.Name]runtime.Object{
+		Namespace: &corev1.Namespace{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"},
+			ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: labels},
+		},
+		ServiceAccount: &corev1.ServiceAccount{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"},
+			ObjectMeta: metav1.ObjectMeta{Name: c.Input.PodIdentity.ServiceAccount, Namespace: ns, Labels: labels},
+		},
+		AccessCheck: accessCheck(c, labels),
+	}
+}
+
+func accessCheck(c *spec.Config, labels map[string]string) *batchv1.Job {
+	nonRoot := int64(65532)
+	yes, no := true, false
+	return &batchv1.Job{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
+		ObjectMeta: metav1.ObjectMeta{Name: AccessCheckJob, Namespace: c.Input.PodIdentity.Namespace, Labels: labels},
+		Spec: batchv1.JobSpec{
+			// A pod admitted before EKS propagated the association gets no
+			// credentials and never recovers: retry in new pods, bounded.
+			BackoffLimit:          c.Input.AccessCheck.BackoffLimit,
+			ActiveDeadlineSeconds: c.Input.AccessCheck.ActiveDeadlineSeconds,
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					ServiceAccountName: c.Input.PodIdentity.ServiceAccount,
+					RestartPolicy:      corev1.RestartPolicyNever,
+					NodeSelector:       c.Input.Controller.NodeSelector,
+					Tolerations:        c.Input.Controller.Tolerations,
+					Affinity:           NotOnManagedNodes(),
+					SecurityContext: &corev1.PodSecurityContext{
+						RunAsNonRoot:   &yes,
+						RunAsUser:      &nonRoot,
+						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+					},
+					Containers: []corev1.Container{{
+						Name:    "aws",
+						Image:   c.Input.AccessCheck.Image,
+						Command: []string{"aws", "sts", "get-caller-identity"},
+						Env: []corev1.EnvVar{
+							{Name: "AWS_REGION", Value: c.Spec.Cluster.Region},
+							{Name: "AWS_STS_REGIONAL_ENDPOINTS", Value: "regional"},
+							{Name: "HOME", Value: "/tmp"},
+						},
+						SecurityContext: &corev1.SecurityContext{
+							AllowPrivilegeEscalation: &no,
+							ReadOnlyRootFilesystem:   &yes,
+							Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+						},
+						VolumeMounts: []corev1.VolumeMount{{Name: "tmp", MountPath: "/tmp"}},
+					}},
+					Volumes: []corev1.Volume{{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
+				},
+			},
+		},
+	}
+}
+
+// NotOnManagedNodes keeps a pod off every node Karpenter manages.
+func NotOnManagedNodes() *corev1.Affinity {
+	return &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+		RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+			NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+				MatchExpressions: []corev1.NodeSelectorRequirement{{Key: ManagedNodeLabel, Operator: corev1.NodeSelectorOpDoesNotExist}},
+			}},
+		},
+	}}
+}

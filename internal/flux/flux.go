@@ -1,0 +1,119 @@
+// Package flux builds the Flux Kustomizations of steps four and five: one
+// installs the Karpenter controller (a HelmRelease of the chart from the
+// GitOps base, with the claim's values), the other the node pools, after the
+// controller and removed before it.
+package flux
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/crossplane/function-sdk-go/resource"
+	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	"github.com/fluxcd/pkg/apis/kustomize"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/do-now/function-karpenter/internal/nodepools"
+	"github.com/do-now/function-karpenter/internal/spec"
+)
+
+// Composed resource names of steps four and five. They are API.
+const (
+	ControllerKustomization resource.Name = "controller-kustomization"
+	NodesKustomization      resource.Name = "nodes-kustomization"
+)
+
+// The HelmRelease of the controller base, which the values patch targets.
+const (
+	HelmReleaseName = "karpenter"
+	helmGroup       = "helm.toolkit.fluxcd.io"
+	helmVersion     = "v2"
+)
+
+// Substitution variables the bases use.
+const (
+	VarKarpenterVersion = "KARPENTER_VERSION"
+	VarClusterName      = "CLUSTER_NAME"
+	VarInstanceProfile  = "NODE_INSTANCE_PROFILE"
+	VarRootVolumeSize   = "ROOT_VOLUME_SIZE"
+)
+
+// Names returns the names of a cluster's two Kustomizations.
+func Names(c *spec.Config) (controller, nodes string) {
+	base := spec.KubernetesName(c.Spec.Cluster.Name) + "-karpenter"
+	return base + "-controller", base + "-nodes"
+}
+
+// Controller returns step four: the Kustomization that installs the
+// controller. Wait makes its Ready mean the HelmRelease, and so the
+// controller's Deployment, is healthy.
+func Controller(c *spec.Config) (map[resource.Name]runtime.Object, error) {
+	name, _ := Names(c)
+	values, err := json.Marshal([]jsonPatch{{Op: "add", Path: "/spec/values", Value: ControllerValues(c)}})
+	if err != nil {
+		return nil, fmt.Errorf("cannot marshal the controller values patch: %w", err)
+	}
+	k := kustomization(c, name, c.Input.Flux.ControllerPath)
+	k.Spec.TargetNamespace = c.Input.PodIdentity.Namespace
+	k.Spec.PostBuild = &kustomizev1.PostBuild{Substitute: map[string]string{VarKarpenterVersion: string(c.Spec.Version)}}
+	k.Spec.Patches = []kustomize.Patch{{
+		Patch:  string(values),
+		Target: &kustomize.Selector{Group: helmGroup, Version: helmVersion, Kind: "HelmRelease", Name: HelmReleaseName},
+	}}
+	return map[resource.Name]runtime.Object{ControllerKustomization: k}, nil
+}
+
+// Nodes returns step five: the Kustomization of the node pools. It depends
+// on the controller's, and on deletion waits until Karpenter has terminated
+// the nodes, so an uninstall never strands a running instance.
+func Nodes(c *spec.Config) (map[resource.Name]runtime.Object, error) {
+	controller, name := Names(c)
+	patches, err := nodepools.Patches(c)
+	if err != nil {
+		return nil, err
+	}
+	k := kustomization(c, name, c.Input.Flux.NodesPath)
+	k.Spec.DependsOn = []kustomizev1.DependencyReference{{Name: controller}}
+	k.Spec.DeletionPolicy = kustomizev1.DeletionPolicyWaitForTermination
+	k.Spec.PostBuild = &kustomizev1.PostBuild{Substitute: map[string]string{
+		VarClusterName:     c.Spec.Cluster.Name,
+		VarInstanceProfile: c.Spec.NodeIdentity.InstanceProfile,
+		VarRootVolumeSize:  c.Input.Nodes.RootVolumeSize,
+	}}
+	k.Spec.Patches = patches
+	return map[resource.Name]runtime.Object{NodesKustomization: k}, nil
+}
+
+func kustomization(c *spec.Config, name, path string) *kustomizev1.Kustomization {
+	// Validated as positive durations by spec.Load.
+	interval, _ := time.ParseDuration(c.Input.Flux.Interval)
+	timeout, _ := time.ParseDuration(c.Input.Flux.Timeout)
+	src := c.Input.Flux.SourceRef
+	return &kustomizev1.Kustomization{
+		TypeMeta: metav1.TypeMeta{APIVersion: kustomizev1.GroupVersion.String(), Kind: kustomizev1.KustomizationKind},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      name,
+			Namespace: c.Input.Flux.Namespace,
+			Labels:    map[string]string{"socle.do-now.io/cluster": spec.KubernetesName(c.Spec.Cluster.Name)},
+		},
+		Spec: kustomizev1.KustomizationSpec{
+			Interval:  metav1.Duration{Duration: interval},
+			Timeout:   &metav1.Duration{Duration: timeout},
+			Path:      path,
+			Prune:     true,
+			Wait:      true,
+			SourceRef: kustomizev1.CrossNamespaceSourceReference{Kind: src.Kind, Name: src.Name, Namespace: src.Namespace},
+		},
+	}
+}
+
+// jsonPatch is one RFC 6902 operation. The values go in as a JSON patch, not
+// a strategic merge patch, because a merge patch would drop the explicit
+// nulls that remove chart defaults.
+type jsonPatch struct {
+	Op    string `json:"op"`
+	Path  string `json:"path"`
+	Value any    `json:"value"`
+}

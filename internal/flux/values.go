@@ -1,0 +1,88 @@
+package flux
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/do-now/function-karpenter/internal/cluster"
+	"github.com/do-now/function-karpenter/internal/spec"
+)
+
+// Replicas of the controller: two, so one survives a node's loss.
+const Replicas = 2
+
+// ControllerLabels select the controller's pods, as the chart labels them.
+var ControllerLabels = map[string]string{
+	"app.kubernetes.io/name":     "karpenter",
+	"app.kubernetes.io/instance": "karpenter",
+}
+
+// Values are the Karpenter chart values the function sets, keyed as the
+// chart's values.yaml reads them.
+type Values struct {
+	Replicas       int                 `json:"replicas"`
+	ServiceAccount ServiceAccount      `json:"serviceAccount"`
+	Settings       Settings            `json:"settings"`
+	Controller     ControllerBlock     `json:"controller"`
+	NodeSelector   map[string]string   `json:"nodeSelector,omitempty"`
+	Tolerations    []corev1.Toleration `json:"tolerations,omitempty"`
+	// Affinity is a map, not corev1.Affinity: Helm merges values into the
+	// chart's defaults, and only an explicit null removes the chart's
+	// required one-per-node anti-affinity.
+	Affinity                  map[string]any                    `json:"affinity"`
+	TopologySpreadConstraints []corev1.TopologySpreadConstraint `json:"topologySpreadConstraints"`
+}
+
+// ServiceAccount turns the chart's own ServiceAccount off in favour of the
+// one step three created, which the Pod Identity association names.
+type ServiceAccount struct {
+	Create bool   `json:"create"`
+	Name   string `json:"name"`
+}
+
+// Settings are the chart's settings block.
+type Settings struct {
+	ClusterName string `json:"clusterName"`
+	// InterruptionQueue is the queue's name: the chart wants neither its
+	// URL nor its ARN.
+	InterruptionQueue string `json:"interruptionQueue"`
+	EKSControlPlane   bool   `json:"eksControlPlane"`
+}
+
+// ControllerBlock is the chart's controller block.
+type ControllerBlock struct {
+	Env []corev1.EnvVar `json:"env"`
+}
+
+// ControllerValues are the chart values for a claim.
+func ControllerValues(c *spec.Config) Values {
+	selector := &metav1.LabelSelector{MatchLabels: ControllerLabels}
+	return Values{
+		Replicas:       Replicas,
+		ServiceAccount: ServiceAccount{Create: false, Name: c.Input.PodIdentity.ServiceAccount},
+		Settings: Settings{
+			ClusterName:       c.Spec.Cluster.Name,
+			InterruptionQueue: c.Names.Queue,
+			EKSControlPlane:   true,
+		},
+		Controller:   ControllerBlock{Env: []corev1.EnvVar{{Name: "AWS_REGION", Value: c.Spec.Cluster.Region}}},
+		NodeSelector: c.Input.Controller.NodeSelector,
+		Tolerations:  c.Input.Controller.Tolerations,
+		Affinity: map[string]any{
+			"nodeAffinity": cluster.NotOnManagedNodes().NodeAffinity,
+			"podAntiAffinity": map[string]any{
+				"requiredDuringSchedulingIgnoredDuringExecution": nil,
+				"preferredDuringSchedulingIgnoredDuringExecution": []corev1.WeightedPodAffinityTerm{{
+					Weight:          100,
+					PodAffinityTerm: corev1.PodAffinityTerm{TopologyKey: corev1.LabelHostname, LabelSelector: selector},
+				}},
+			},
+		},
+		TopologySpreadConstraints: []corev1.TopologySpreadConstraint{{
+			MaxSkew:           1,
+			TopologyKey:       corev1.LabelTopologyZone,
+			WhenUnsatisfiable: corev1.ScheduleAnyway,
+			LabelSelector:     selector,
+		}},
+	}
+}

@@ -1,0 +1,179 @@
+package spec
+
+import (
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/do-now/function-karpenter/apis/input/v1beta1"
+)
+
+// Defaults of the cluster half of the input.
+const (
+	DefaultFluxNamespace          = "flux-system"
+	DefaultSourceKind             = "GitRepository"
+	DefaultSourceName             = "flux-system"
+	DefaultControllerPath         = "./examples/gitops/controller"
+	DefaultNodesPath              = "./examples/gitops/nodes"
+	DefaultFluxInterval           = "10m"
+	DefaultFluxTimeout            = "10m"
+	DefaultAccessCheckImage       = "public.ecr.aws/aws-cli/aws-cli:2.31.30"
+	DefaultBackoffLimit     int32 = 6
+	DefaultDeadline         int64 = 600
+	DefaultRootVolumeSize         = "50Gi"
+	// DefaultPublicSecurityGroupSuffix names the public nodes' security
+	// group <cluster>-public-nodes.
+	DefaultPublicSecurityGroupSuffix = "-public-nodes"
+)
+
+// Default subnet selectors: the role tags the AWS load balancer controller
+// and EKS documentation use for private and public subnets.
+var (
+	DefaultPrivateSubnetTags = map[string]string{"kubernetes.io/role/internal-elb": "1"}
+	DefaultPublicSubnetTags  = map[string]string{"kubernetes.io/role/elb": "1"}
+)
+
+var sourceKinds = []string{"GitRepository", "OCIRepository", "Bucket"}
+
+func defaultCluster(in *v1beta1.Input) {
+	f := &in.Flux
+	setDefault(&f.Namespace, DefaultFluxNamespace)
+	setDefault(&f.SourceRef.Kind, DefaultSourceKind)
+	setDefault(&f.SourceRef.Name, DefaultSourceName)
+	setDefault(&f.SourceRef.Namespace, f.Namespace)
+	setDefault(&f.ControllerPath, DefaultControllerPath)
+	setDefault(&f.NodesPath, DefaultNodesPath)
+	setDefault(&f.Interval, DefaultFluxInterval)
+	setDefault(&f.Timeout, DefaultFluxTimeout)
+
+	a := &in.AccessCheck
+	setDefault(&a.Image, DefaultAccessCheckImage)
+	if a.BackoffLimit == nil {
+		b := DefaultBackoffLimit
+		a.BackoffLimit = &b
+	}
+	if a.ActiveDeadlineSeconds == nil {
+		d := DefaultDeadline
+		a.ActiveDeadlineSeconds = &d
+	}
+
+	n := &in.Nodes
+	if n.PrivateSubnetTags == nil {
+		n.PrivateSubnetTags = DefaultPrivateSubnetTags
+	}
+	if n.PublicSubnetTags == nil {
+		n.PublicSubnetTags = DefaultPublicSubnetTags
+	}
+	if n.PublicSecurityGroupSuffix == nil {
+		suffix := DefaultPublicSecurityGroupSuffix
+		n.PublicSecurityGroupSuffix = &suffix
+	}
+	setDefault(&n.DefaultAMIAlias, DefaultAMIAlias)
+	setDefault(&n.RootVolumeSize, DefaultRootVolumeSize)
+}
+
+func setDefault(s *string, v string) {
+	if *s == "" {
+		*s = v
+	}
+}
+
+func validateCluster(in v1beta1.Input) field.ErrorList {
+	var errs field.ErrorList
+	p := field.NewPath("input")
+
+	f := p.Child("flux")
+	errs = append(errs, dnsLabel(f.Child("namespace"), in.Flux.Namespace)...)
+	errs = append(errs, dnsLabel(f.Child("sourceRef", "namespace"), in.Flux.SourceRef.Namespace)...)
+	errs = append(errs, dnsSubdomain(f.Child("sourceRef", "name"), in.Flux.SourceRef.Name)...)
+	if !contains(sourceKinds, in.Flux.SourceRef.Kind) {
+		errs = append(errs, field.NotSupported(f.Child("sourceRef", "kind"), in.Flux.SourceRef.Kind, sourceKinds))
+	}
+	for name, path := range map[string]string{"controllerPath": in.Flux.ControllerPath, "nodesPath": in.Flux.NodesPath} {
+		if !strings.HasPrefix(path, "./") || strings.Contains(path, "..") {
+			errs = append(errs, field.Invalid(f.Child(name), path, "must be a relative path inside the source, starting with ./"))
+		}
+	}
+	for name, d := range map[string]string{"interval": in.Flux.Interval, "timeout": in.Flux.Timeout} {
+		if v, err := time.ParseDuration(d); err != nil || v <= 0 {
+			errs = append(errs, field.Invalid(f.Child(name), d, "must be a positive Go duration such as 10m"))
+		}
+	}
+
+	c := p.Child("controller")
+	for k, v := range in.Controller.NodeSelector {
+		for _, msg := range validation.IsQualifiedName(k) {
+			errs = append(errs, field.Invalid(c.Child("nodeSelector").Key(k), k, msg))
+		}
+		for _, msg := range validation.IsValidLabelValue(v) {
+			errs = append(errs, field.Invalid(c.Child("nodeSelector").Key(k), v, msg))
+		}
+	}
+	for i, t := range in.Controller.Tolerations {
+		errs = append(errs, validateToleration(c.Child("tolerations").Index(i), t)...)
+	}
+
+	if in.AccessCheck.Image == "" || strings.ContainsAny(in.AccessCheck.Image, " \t\n") {
+		errs = append(errs, field.Invalid(p.Child("accessCheck", "image"), in.AccessCheck.Image, "must be an image reference with the AWS CLI"))
+	}
+
+	n := p.Child("nodes")
+	errs = append(errs, validateTags(n.Child("privateSubnetTags"), in.Nodes.PrivateSubnetTags)...)
+	errs = append(errs, validateTags(n.Child("publicSubnetTags"), in.Nodes.PublicSubnetTags)...)
+	if s := *in.Nodes.PublicSecurityGroupSuffix; s != "" && (len(s) > 100 || !tagCharacter.MatchString(s)) {
+		errs = append(errs, field.Invalid(n.Child("publicSecurityGroupSuffix"), s, "must be up to 100 letters, digits and _.:/=+-@"))
+	}
+	if !amiAlias.MatchString(in.Nodes.DefaultAMIAlias) || in.Nodes.DefaultAMIAlias == LatestAMIAlias && !in.Nodes.AllowLatestAMI {
+		errs = append(errs, field.Invalid(n.Child("defaultAmiAlias"), in.Nodes.DefaultAMIAlias, "must be a pinned AL2023 alias al2023@vYYYYMMDD"))
+	}
+	if q, err := resource.ParseQuantity(in.Nodes.RootVolumeSize); err != nil || q.Cmp(resource.MustParse("20Gi")) < 0 || q.Cmp(resource.MustParse("16Ti")) > 0 {
+		errs = append(errs, field.Invalid(n.Child("rootVolumeSize"), in.Nodes.RootVolumeSize, "must be a quantity between 20Gi and 16Ti"))
+	}
+	return errs
+}
+
+func validateToleration(p *field.Path, t corev1.Toleration) field.ErrorList {
+	var errs field.ErrorList
+	if t.Key != "" {
+		for _, msg := range validation.IsQualifiedName(t.Key) {
+			errs = append(errs, field.Invalid(p.Child("key"), t.Key, msg))
+		}
+	}
+	switch t.Operator {
+	case "", corev1.TolerationOpEqual, corev1.TolerationOpExists:
+	default:
+		errs = append(errs, field.NotSupported(p.Child("operator"), t.Operator, []string{"Equal", "Exists"}))
+	}
+	switch t.Effect {
+	case "", corev1.TaintEffectNoSchedule, corev1.TaintEffectPreferNoSchedule, corev1.TaintEffectNoExecute:
+	default:
+		errs = append(errs, field.NotSupported(p.Child("effect"), t.Effect, []string{"NoSchedule", "PreferNoSchedule", "NoExecute"}))
+	}
+	return errs
+}
+
+func dnsLabel(p *field.Path, v string) field.ErrorList {
+	var errs field.ErrorList
+	for _, msg := range validation.IsDNS1123Label(v) {
+		errs = append(errs, field.Invalid(p, v, msg))
+	}
+	return errs
+}
+
+func dnsSubdomain(p *field.Path, v string) field.ErrorList {
+	var errs field.ErrorList
+	for _, msg := range validation.IsDNS1123Subdomain(v) {
+		errs = append(errs, field.Invalid(p, v, msg))
+	}
+	return errs
+}
+
+// KubernetesName turns a cluster name (letters, digits, '-' and '_') into a
+// Kubernetes object name.
+func KubernetesName(cluster string) string {
+	return strings.ReplaceAll(strings.ToLower(cluster), "_", "-")
+}
