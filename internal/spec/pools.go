@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/do-now/function-karpenter/apis/input/v1beta1"
 	"github.com/do-now/function-karpenter/apis/v1alpha1"
 )
 
@@ -84,9 +85,9 @@ func defaultPool(p *v1alpha1.Pool, limits v1alpha1.PoolLimits, ami string) {
 
 func validatePools(c *Config) field.ErrorList {
 	p := field.NewPath("spec", "pools")
-	errs := validatePool(p.Child("private"), c.Spec.Pools.Private, c.Input.Nodes.AllowLatestAMI)
+	errs := validatePool(p.Child("private"), c.Spec.Pools.Private, c.Input.Nodes)
 	if c.PublicEnabled() {
-		errs = append(errs, validatePool(p.Child("public"), c.Spec.Pools.Public.Pool, c.Input.Nodes.AllowLatestAMI)...)
+		errs = append(errs, validatePool(p.Child("public"), c.Spec.Pools.Public.Pool, c.Input.Nodes)...)
 		if *c.Input.Nodes.PublicSecurityGroupSuffix == "" {
 			errs = append(errs, field.Required(field.NewPath("input", "nodes", "publicSecurityGroupSuffix"),
 				"the platform has no public security group, so spec.pools.public.enabled must be false"))
@@ -95,7 +96,7 @@ func validatePools(c *Config) field.ErrorList {
 	return errs
 }
 
-func validatePool(p *field.Path, pool v1alpha1.Pool, allowLatest bool) field.ErrorList {
+func validatePool(p *field.Path, pool v1alpha1.Pool, platform v1beta1.Nodes) field.ErrorList {
 	var errs field.ErrorList
 	ct := make([]string, len(pool.CapacityTypes))
 	for i, v := range pool.CapacityTypes {
@@ -132,9 +133,11 @@ func validatePool(p *field.Path, pool v1alpha1.Pool, allowLatest bool) field.Err
 		errs = append(errs, field.Invalid(p.Child("consolidateAfter"), pool.ConsolidateAfter, "must be a positive duration such as 30s, 5m or 1h30m"))
 	}
 	switch {
+	case pool.AMIAlias == platform.DefaultAMIAlias:
+		// The platform's own default, validated as input.nodes.defaultAmiAlias.
 	case !amiAlias.MatchString(pool.AMIAlias):
 		errs = append(errs, field.Invalid(p.Child("amiAlias"), pool.AMIAlias, "must be an AL2023 alias pinned as al2023@vYYYYMMDD"))
-	case pool.AMIAlias == LatestAMIAlias && !allowLatest:
+	case pool.AMIAlias == LatestAMIAlias && !platform.AllowLatestAMI:
 		errs = append(errs, field.Forbidden(p.Child("amiAlias"), "al2023@latest floats to new AMIs without review; pin al2023@vYYYYMMDD (the platform has not allowed latest)"))
 	}
 	return errs

@@ -1,0 +1,190 @@
+package spec
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/types/known/structpb"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/do-now/function-karpenter/apis/v1alpha1"
+)
+
+// TestLoadInvalidClusterHalf is the catalog of bad pool values and bad
+// platform settings of the cluster half, each with its exact field path.
+func TestLoadInvalidClusterHalf(t *testing.T) {
+	cases := map[string]struct {
+		reason string
+		spec   map[string]any
+		input  map[string]any
+		want   []errorID
+	}{
+		"NegativeCPULimit": {
+			reason: "A pool's CPU limit must be above zero.",
+			spec:   xr(with("pools.private.limits", map[string]any{"cpu": "-4", "memory": "16Gi"})),
+			want:   []errorID{{field.ErrorTypeInvalid, "spec.pools.private.limits.cpu"}},
+		},
+		"MemoryLimitOverBound": {
+			reason: "A pool's memory limit is bounded by the platform.",
+			spec:   xr(with("pools.public.limits", map[string]any{"cpu": "10", "memory": "41Ti"})),
+			want:   []errorID{{field.ErrorTypeInvalid, "spec.pools.public.limits.memory"}},
+		},
+		"LimitNotAQuantity": {
+			reason: "Limits are Kubernetes quantities.",
+			spec:   xr(with("pools.private.limits", map[string]any{"cpu": "lots", "memory": "16Gi"})),
+			want:   []errorID{{field.ErrorTypeInvalid, "spec.pools.private.limits.cpu"}},
+		},
+		"UnknownCapacityType": {
+			reason: "Capacity types are spot, on-demand and reserved.",
+			spec:   xr(with("pools.private.capacityTypes", []any{"spot", "dedicated"})),
+			want:   []errorID{{field.ErrorTypeNotSupported, "spec.pools.private.capacityTypes[1]"}},
+		},
+		"DuplicateCapacityType": {
+			reason: "A capacity type listed twice is a mistake, not a preference.",
+			spec:   xr(with("pools.private.capacityTypes", []any{"spot", "spot"})),
+			want:   []errorID{{field.ErrorTypeDuplicate, "spec.pools.private.capacityTypes[1]"}},
+		},
+		"EmptyArchitectures": {
+			reason: "An explicitly empty architecture list would allow no instance at all.",
+			spec:   xr(with("pools.public.architectures", []any{})),
+			want:   []errorID{{field.ErrorTypeRequired, "spec.pools.public.architectures"}},
+		},
+		"UnknownArchitecture": {
+			reason: "Architectures are arm64 and amd64.",
+			spec:   xr(with("pools.private.architectures", []any{"x86_64"})),
+			want:   []errorID{{field.ErrorTypeNotSupported, "spec.pools.private.architectures[0]"}},
+		},
+		"BadCategory": {
+			reason: "Instance categories are lowercase letters.",
+			spec:   xr(with("pools.private.instanceCategories", []any{"c", "M*"})),
+			want:   []errorID{{field.ErrorTypeInvalid, "spec.pools.private.instanceCategories[1]"}},
+		},
+		"GenerationZero": {
+			reason: "Instance generations start at 1.",
+			spec:   xr(with("pools.private.minGeneration", 0)),
+			want:   []errorID{{field.ErrorTypeInvalid, "spec.pools.private.minGeneration"}},
+		},
+		"ConsolidateAfterNotADuration": {
+			reason: "consolidateAfter is a duration such as 5m.",
+			spec:   xr(with("pools.private.consolidateAfter", "soon")),
+			want:   []errorID{{field.ErrorTypeInvalid, "spec.pools.private.consolidateAfter"}},
+		},
+		"LatestAMINotAllowed": {
+			reason: "al2023@latest floats; refused unless the platform allows it.",
+			spec:   xr(with("pools.public.amiAlias", "al2023@latest")),
+			want:   []errorID{{field.ErrorTypeForbidden, "spec.pools.public.amiAlias"}},
+		},
+		"AMINotAL2023": {
+			reason: "Only AL2023 aliases are supported: the public pool's user data is a NodeConfig.",
+			spec:   xr(with("pools.private.amiAlias", "bottlerocket@v1.30.0")),
+			want:   []errorID{{field.ErrorTypeInvalid, "spec.pools.private.amiAlias"}},
+		},
+		"PublicPoolWithoutPlatformSecurityGroup": {
+			reason: "A platform without a public security group cannot serve a claim whose public pool is on.",
+			spec:   xr(),
+			input:  map[string]any{"nodes": map[string]any{"publicSecurityGroupSuffix": ""}},
+			want:   []errorID{{field.ErrorTypeRequired, "input.nodes.publicSecurityGroupSuffix"}},
+		},
+		"FluxSourceKind": {
+			reason: "Kustomizations build from a GitRepository, an OCIRepository or a Bucket.",
+			spec:   xr(),
+			input:  map[string]any{"flux": map[string]any{"sourceRef": map[string]any{"kind": "HelmRepository"}}},
+			want:   []errorID{{field.ErrorTypeNotSupported, "input.flux.sourceRef.kind"}},
+		},
+		"FluxPathEscapes": {
+			reason: "A base path must stay inside the source.",
+			spec:   xr(),
+			input:  map[string]any{"flux": map[string]any{"nodesPath": "./../other"}},
+			want:   []errorID{{field.ErrorTypeInvalid, "input.flux.nodesPath"}},
+		},
+		"FluxInterval": {
+			reason: "Intervals are Go durations.",
+			spec:   xr(),
+			input:  map[string]any{"flux": map[string]any{"interval": "ten minutes"}},
+			want:   []errorID{{field.ErrorTypeInvalid, "input.flux.interval"}},
+		},
+		"TolerationOperator": {
+			reason: "Tolerations use Equal or Exists.",
+			spec:   xr(),
+			input:  map[string]any{"controller": map[string]any{"tolerations": []any{map[string]any{"key": "CriticalAddonsOnly", "operator": "Matches"}}}},
+			want:   []errorID{{field.ErrorTypeNotSupported, "input.controller.tolerations[0].operator"}},
+		},
+		"NodeSelectorKey": {
+			reason: "Node selector keys are label keys.",
+			spec:   xr(),
+			input:  map[string]any{"controller": map[string]any{"nodeSelector": map[string]any{"bad key": "x"}}},
+			want:   []errorID{{field.ErrorTypeInvalid, "input.controller.nodeSelector[bad key]"}},
+		},
+		"RootVolumeTooSmall": {
+			reason: "AL2023 needs a root volume of at least 20Gi.",
+			spec:   xr(),
+			input:  map[string]any{"nodes": map[string]any{"rootVolumeSize": "8Gi"}},
+			want:   []errorID{{field.ErrorTypeInvalid, "input.nodes.rootVolumeSize"}},
+		},
+		"DefaultAMILatestNotAllowed": {
+			reason: "The platform's own default AMI must be pinned unless it allows latest.",
+			spec:   xr(),
+			input:  map[string]any{"nodes": map[string]any{"defaultAmiAlias": "al2023@latest"}},
+			want:   []errorID{{field.ErrorTypeInvalid, "input.nodes.defaultAmiAlias"}},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, errs := Load(tc.spec, inputOrNil(tc.input))
+			if diff := cmp.Diff(tc.want, ids(errs)); diff != "" {
+				t.Errorf("\n%s\nLoad(...): -want, +got:\n%s\n(errors: %v)", tc.reason, diff, errs)
+			}
+		})
+	}
+}
+
+func inputOrNil(fields map[string]any) *structpb.Struct {
+	if fields == nil {
+		return nil
+	}
+	return input(fields)
+}
+
+// TestPoolDefaults checks what a pool a tenant leaves empty becomes.
+func TestPoolDefaults(t *testing.T) {
+	c, errs := Load(xr(), nil)
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	gen := int32(6)
+	want := v1alpha1.Pools{
+		Private: v1alpha1.Pool{
+			CapacityTypes:      []v1alpha1.CapacityType{"spot", "on-demand"},
+			Architectures:      []v1alpha1.Architecture{"arm64", "amd64"},
+			InstanceCategories: []string{"c", "m", "r"},
+			MinGeneration:      &gen,
+			Limits:             &v1alpha1.PoolLimits{CPU: "100", Memory: "400Gi"},
+			ConsolidateAfter:   "1m",
+			AMIAlias:           "al2023@v20251117",
+		},
+		Public: v1alpha1.PublicPool{
+			Pool: v1alpha1.Pool{
+				CapacityTypes:      []v1alpha1.CapacityType{"spot", "on-demand"},
+				Architectures:      []v1alpha1.Architecture{"arm64", "amd64"},
+				InstanceCategories: []string{"c", "m", "r"},
+				MinGeneration:      &gen,
+				Limits:             &v1alpha1.PoolLimits{CPU: "32", Memory: "128Gi"},
+				ConsolidateAfter:   "1m",
+				AMIAlias:           "al2023@v20251117",
+			},
+		},
+	}
+	if diff := cmp.Diff(want, c.Spec.Pools); diff != "" {
+		t.Errorf("defaulted pools (-want +got):\n%s", diff)
+	}
+	if !c.PublicEnabled() {
+		t.Error("the public pool is on unless the claim turns it off")
+	}
+	c, errs = Load(xr(with("pools.public.enabled", false)), input(map[string]any{"nodes": map[string]any{"publicSecurityGroupSuffix": ""}}))
+	if len(errs) > 0 {
+		t.Fatalf("a claim without a public pool needs no public security group: %v", errs)
+	}
+	if c.PublicEnabled() {
+		t.Error("spec.pools.public.enabled=false turns the public pool off")
+	}
+}
