@@ -17,6 +17,7 @@ import (
 	"github.com/do-now/function-karpenter/internal/sequence"
 	"github.com/do-now/function-karpenter/internal/spec"
 	"github.com/do-now/function-karpenter/internal/status"
+	"github.com/do-now/function-karpenter/internal/usage"
 )
 
 // WaitingTTL is how long Crossplane may cache a response while a step waits
@@ -68,6 +69,14 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 		return rsp, nil
 	}
 	for name, dc := range out.Desired {
+		desired[name] = dc
+	}
+	usages, err := usage.Usages(desired, observed)
+	if err != nil {
+		response.Fatal(rsp, errors.Wrap(err, "cannot build deletion-order usages"))
+		return rsp, nil
+	}
+	for name, dc := range usages {
 		desired[name] = dc
 	}
 	if err := response.SetDesiredComposedResources(rsp, desired); err != nil {

@@ -57,10 +57,25 @@ func run(t *testing.T, req *fnv1.RunFunctionRequest) *fnv1.RunFunctionResponse {
 	return rsp
 }
 
+// desiredNames lists the desired composed resources, Usages aside.
 func desiredNames(rsp *fnv1.RunFunctionResponse) []string {
 	var names []string
 	for n := range rsp.GetDesired().GetResources() {
-		names = append(names, n)
+		if !strings.HasPrefix(n, "usage-") {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	return names
+}
+
+// usageNames lists the desired Usages.
+func usageNames(rsp *fnv1.RunFunctionResponse) []string {
+	var names []string
+	for n := range rsp.GetDesired().GetResources() {
+		if strings.HasPrefix(n, "usage-") {
+			names = append(names, n)
+		}
 	}
 	sort.Strings(names)
 	return names
@@ -69,13 +84,37 @@ func desiredNames(rsp *fnv1.RunFunctionResponse) []string {
 func readyNames(rsp *fnv1.RunFunctionResponse) []string {
 	var names []string
 	for n, r := range rsp.GetDesired().GetResources() {
-		if r.GetReady() == fnv1.Ready_READY_TRUE {
+		if r.GetReady() == fnv1.Ready_READY_TRUE && !strings.HasPrefix(n, "usage-") {
 			names = append(names, n)
 		}
 	}
 	sort.Strings(names)
 	return names
 }
+
+// Usages expected once the resources at both of their ends exist: each
+// target before its rule and the queue once step 2 exists; the controller
+// before its AWS access and namespace once step 4 exists; the nodes before
+// the controller once step 5 exists.
+var (
+	targetUsages = func() []string {
+		var out []string
+		for _, r := range []string{"capacity-reservation", "health", "rebalance", "spot-interruption", "state-change"} {
+			out = append(out, "usage-target-"+r+"-before-rule-"+r, "usage-target-"+r+"-before-interruption-queue")
+		}
+		return out
+	}()
+	controllerUsages = []string{
+		"usage-controller-kustomization-before-controller-namespace",
+		"usage-controller-kustomization-before-controller-role",
+		"usage-controller-kustomization-before-controller-role-policy",
+		"usage-controller-kustomization-before-controller-service-account",
+		"usage-controller-kustomization-before-interruption-queue",
+		"usage-controller-kustomization-before-interruption-queue-policy",
+		"usage-controller-kustomization-before-pod-identity-association",
+	}
+	nodesUsages = []string{"usage-nodes-kustomization-before-controller-kustomization"}
+)
 
 func union(sets ...[]string) []string {
 	var out []string
@@ -111,6 +150,7 @@ func fatal(rsp *fnv1.RunFunctionResponse) string {
 // round is what one call of the function is expected to answer.
 type round struct {
 	desired    []string
+	usages     []string
 	ready      []string
 	conditions map[string]cond
 	// xrReady is false when the XR must be held at Ready=False.
@@ -124,6 +164,9 @@ func (r round) check(t *testing.T, name string, rsp *fnv1.RunFunctionResponse) {
 	}
 	if diff := cmp.Diff(r.desired, desiredNames(rsp)); diff != "" {
 		t.Fatalf("%s: desired resources (-want +got):\n%s", name, diff)
+	}
+	if diff := cmp.Diff(union(r.usages), usageNames(rsp), cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("%s: usages (-want +got):\n%s", name, diff)
 	}
 	if diff := cmp.Diff(r.ready, readyNames(rsp), cmpopts.EquateEmpty()); diff != "" {
 		t.Errorf("%s: ready resources (-want +got):\n%s", name, diff)
@@ -175,28 +218,29 @@ func TestWalkToReady(t *testing.T) {
 
 	observed = aws.observe(rsp, true)
 	rsp = call(observed)
-	round{desired: union(step1, step2, step3), ready: union(step1, step2), conditions: wantConditions(2, "Creating")}.check(t, "step 2 Ready", rsp)
+	round{desired: union(step1, step2, step3), usages: targetUsages, ready: union(step1, step2), conditions: wantConditions(2, "Creating")}.check(t, "step 2 Ready", rsp)
 
 	observed = aws.observe(rsp, true)
 	observed["access-check"] = jobFailed(observed["access-check"])
 	rsp = call(observed)
-	round{desired: union(step1, step2, step3), ready: union(step1, step2, []string{"controller-namespace", "controller-service-account"}), conditions: wantConditions(2, "Creating")}.check(t, "access check failed", rsp)
+	round{desired: union(step1, step2, step3), usages: targetUsages, ready: union(step1, step2, []string{"controller-namespace", "controller-service-account"}), conditions: wantConditions(2, "Creating")}.check(t, "access check failed", rsp)
 	if msg := conditionMessage(rsp, "AccessCheckReady"); !strings.Contains(msg, "access-check: Job failed (BackoffLimitExceeded): Job has reached the specified backoff limit") {
 		t.Errorf("a failed access check must reach the claim with its reason, got %q", msg)
 	}
 
 	observed = aws.observe(rsp, true)
 	rsp = call(observed)
-	round{desired: union(step1, step2, step3, step4), ready: union(step1, step2, step3), conditions: wantConditions(3, "Creating")}.check(t, "access check succeeded", rsp)
+	round{desired: union(step1, step2, step3, step4), usages: targetUsages, ready: union(step1, step2, step3), conditions: wantConditions(3, "Creating")}.check(t, "access check succeeded", rsp)
 
 	observed = aws.observe(rsp, true)
 	rsp = call(observed)
-	round{desired: union(step1, step2, step3, step4, step5), ready: union(step1, step2, step3, step4), conditions: wantConditions(4, "Creating")}.check(t, "controller Ready", rsp)
+	round{desired: union(step1, step2, step3, step4, step5), usages: union(targetUsages, controllerUsages), ready: union(step1, step2, step3, step4), conditions: wantConditions(4, "Creating")}.check(t, "controller Ready", rsp)
 
 	observed = aws.observe(rsp, true)
 	all := union(step1, step2, step3, step4, step5)
 	rsp = call(observed)
-	round{desired: all, ready: all, conditions: wantConditions(5, ""), xrReady: true}.check(t, "everything Ready", rsp)
+	allUsages := union(targetUsages, controllerUsages, nodesUsages)
+	round{desired: all, usages: allUsages, ready: all, conditions: wantConditions(5, ""), xrReady: true}.check(t, "everything Ready", rsp)
 	wantStatus := map[string]any{
 		"roleArn": wantRoleARN,
 		"queue": map[string]any{
@@ -220,7 +264,7 @@ func TestWalkToReady(t *testing.T) {
 	// is dropped or withheld; the XR goes back to Ready=False and says why.
 	observed["controller-kustomization"] = kustomizationFailing(observed["controller-kustomization"], "HelmRelease/karpenter/karpenter status: 'Failed'")
 	rsp = call(observed)
-	round{desired: all, ready: union(step1, step2, step3, step5), conditions: wantConditions(3, "Creating")}.check(t, "controller unready after the nodes exist", rsp)
+	round{desired: all, usages: allUsages, ready: union(step1, step2, step3, step5), conditions: wantConditions(3, "Creating")}.check(t, "controller unready after the nodes exist", rsp)
 	if msg := conditionMessage(rsp, "ControllerReady"); !strings.Contains(msg, "HelmRelease/karpenter/karpenter status: 'Failed'") {
 		t.Errorf("Flux's message must reach the claim, got %q", msg)
 	}
@@ -232,7 +276,7 @@ func TestWalkToReady(t *testing.T) {
 	role["status"].(map[string]any)["atProvider"] = map[string]any{}
 	observed["controller-role"] = role
 	rsp = call(observed)
-	round{desired: all, ready: union(step1[1:], step2, step3, step5), conditions: wantConditions(0, "Creating")}.check(t, "role unready and unobserved", rsp)
+	round{desired: all, usages: allUsages, ready: union(step1[1:], step2, step3, step5), conditions: wantConditions(0, "Creating")}.check(t, "role unready and unobserved", rsp)
 	after := rsp.GetDesired().GetResources()["pod-identity-association"].GetResource().AsMap()
 	if diff := cmp.Diff(before, after); diff != "" {
 		t.Errorf("the association changed while its role was unobserved (-before +after):\n%s", diff)

@@ -41,6 +41,9 @@ func (p fakeProviders) created(desired map[string]any, ready bool) map[string]an
 		return obj
 	case "ServiceAccount":
 		return obj
+	case "Usage", "ClusterUsage":
+		obj["status"] = map[string]any{"conditions": conditions(true, "", "")}
+		return obj
 	case "Job":
 		obj["status"] = map[string]any{"active": 1}
 		if ready {

@@ -23,6 +23,10 @@ type Step struct {
 	Build func() (map[resource.Name]runtime.Object, error)
 }
 
+// ResourceLabel carries a composed resource's name on the object itself, so
+// Usages can select it among the XR's resources.
+const ResourceLabel = "socle.do-now.io/composition-resource"
+
 // Reasons of step conditions.
 const (
 	ReasonAvailable = "Available"
@@ -71,6 +75,12 @@ func Run(steps []Step, observed map[resource.Name]resource.ObservedComposed) (Ou
 			if err != nil {
 				return Outcome{}, fmt.Errorf("cannot convert composed resource %q: %w", name, err)
 			}
+			labels := cd.GetLabels()
+			if labels == nil {
+				labels = map[string]string{}
+			}
+			labels[ResourceLabel] = string(name)
+			cd.SetLabels(labels)
 			dc := &resource.DesiredComposed{Resource: cd, Ready: resource.ReadyFalse}
 			h := Health{}
 			if exists {

@@ -1,0 +1,115 @@
+// Package usage orders deletion with Crossplane Usages: the nodes go before
+// the controller, the controller before its AWS access and its namespace,
+// each EventBridge target before its rule and the queue. An uninstall then
+// never strands a running instance or a controller without credentials.
+package usage
+
+import (
+	"fmt"
+
+	"github.com/crossplane/function-sdk-go/resource"
+	"github.com/crossplane/function-sdk-go/resource/composed"
+
+	"github.com/do-now/function-karpenter/internal/awsres"
+	"github.com/do-now/function-karpenter/internal/cluster"
+	"github.com/do-now/function-karpenter/internal/flux"
+	"github.com/do-now/function-karpenter/internal/interruption"
+	"github.com/do-now/function-karpenter/internal/sequence"
+)
+
+// APIVersion of the Usages this package composes.
+const APIVersion = "protection.crossplane.io/v1beta1"
+
+// An Edge says By must be deleted before Of.
+type Edge struct {
+	By, Of resource.Name
+}
+
+// Edges is the deletion order of everything the function composes.
+func Edges() []Edge {
+	edges := []Edge{{By: flux.NodesKustomization, Of: flux.ControllerKustomization}}
+	for _, of := range []resource.Name{
+		awsres.PodIdentityAssociation, awsres.ControllerRole, awsres.ControllerRolePolicy,
+		awsres.InterruptionQueue, awsres.InterruptionQueuePolicy,
+		cluster.Namespace, cluster.ServiceAccount,
+	} {
+		edges = append(edges, Edge{By: flux.ControllerKustomization, Of: of})
+	}
+	for _, r := range interruption.Rules {
+		t := awsres.TargetResource(r)
+		edges = append(edges, Edge{By: t, Of: awsres.RuleResource(r)}, Edge{By: t, Of: awsres.InterruptionQueue})
+	}
+	return edges
+}
+
+// Name is the composed resource name of an edge's Usage. It is API.
+func Name(e Edge) resource.Name {
+	return resource.Name(fmt.Sprintf("usage-%s-before-%s", e.By, e.Of))
+}
+
+// Usages returns the Usage of every edge whose two ends both exist, plus
+// every Usage that exists already. It is rebuilt from the whole observed and
+// desired state on every call, so no early return can drop one.
+func Usages(desired map[resource.Name]*resource.DesiredComposed, observed map[resource.Name]resource.ObservedComposed) (map[resource.Name]*resource.DesiredComposed, error) {
+	out := map[resource.Name]*resource.DesiredComposed{}
+	for _, e := range Edges() {
+		name := Name(e)
+		_, exists := observed[name]
+		by, byOK := desired[e.By]
+		of, ofOK := desired[e.Of]
+		_, byObserved := observed[e.By]
+		_, ofObserved := observed[e.Of]
+		if !byOK || !ofOK || !exists && (!byObserved || !ofObserved) {
+			continue
+		}
+		u, err := build(e, by.Resource, of.Resource)
+		if err != nil {
+			return nil, err
+		}
+		// A Usage is bookkeeping, not part of what the claim waits for.
+		out[name] = &resource.DesiredComposed{Resource: u, Ready: resource.ReadyTrue}
+	}
+	return out, nil
+}
+
+func build(e Edge, by, of *composed.Unstructured) (*composed.Unstructured, error) {
+	u := composed.New()
+	u.SetAPIVersion(APIVersion)
+	selector := func(name resource.Name) map[string]any {
+		return map[string]any{
+			"matchControllerRef": true,
+			"matchLabels":        map[string]any{sequence.ResourceLabel: string(name)},
+		}
+	}
+	ofRef := map[string]any{
+		"apiVersion":       of.GetAPIVersion(),
+		"kind":             of.GetKind(),
+		"resourceSelector": selector(e.Of),
+	}
+	spec := map[string]any{
+		"of": ofRef,
+		"by": map[string]any{
+			"apiVersion":       by.GetAPIVersion(),
+			"kind":             by.GetKind(),
+			"resourceSelector": selector(e.By),
+		},
+		// Retry the used resource's deletion as soon as the Usage is gone,
+		// instead of waiting for its controller's backoff.
+		"replayDeletion": true,
+	}
+	// A namespaced Usage lives with its user; a cluster-scoped user needs a
+	// ClusterUsage.
+	if ns := by.GetNamespace(); ns != "" {
+		u.SetKind("Usage")
+		u.SetNamespace(ns)
+		if ofNS := of.GetNamespace(); ofNS != "" {
+			ofRef["resourceSelector"].(map[string]any)["namespace"] = ofNS
+		}
+	} else {
+		u.SetKind("ClusterUsage")
+	}
+	if err := u.SetValue("spec", spec); err != nil {
+		return nil, err
+	}
+	return u, nil
+}
