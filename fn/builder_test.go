@@ -37,6 +37,7 @@ func aRequest(t testing.TB) *requestBuilder {
 			"kind":       "XKarpenter",
 			"metadata":   map[string]any{"name": "team-a-karpenter-x7k2p"},
 			"spec": map[string]any{
+				"claimRef":     map[string]any{"apiVersion": "platform.socle.do-now.io/v1alpha1", "kind": "Karpenter", "name": "karpenter", "namespace": "team-a"},
 				"cluster":      map[string]any{"name": clusterName, "region": region},
 				"nodeIdentity": map[string]any{"roleArn": nodeRoleARN, "instanceProfile": "prod-eu-bootstrap-nodes"},
 				"version":      "1.15.0",
@@ -47,6 +48,9 @@ func aRequest(t testing.TB) *requestBuilder {
 			"kind":       "Input",
 			"tags":       map[string]any{"cost-center": "platform"},
 			"nodes":      map[string]any{"publicSecurityGroupSuffix": "-public-nodes"},
+			"tenancy": map[string]any{"clusters": []any{
+				map[string]any{"name": clusterName, "account": account, "namespaces": []any{"team-a"}},
+			}},
 		},
 		observed: map[string]map[string]any{},
 	}

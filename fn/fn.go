@@ -14,9 +14,11 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/do-now/function-karpenter/internal/awsres"
 	"github.com/do-now/function-karpenter/internal/sequence"
 	"github.com/do-now/function-karpenter/internal/spec"
 	"github.com/do-now/function-karpenter/internal/status"
+	"github.com/do-now/function-karpenter/internal/tenancy"
 	"github.com/do-now/function-karpenter/internal/usage"
 )
 
@@ -55,6 +57,13 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 	observed, err := request.GetObservedComposedResources(req)
 	if err != nil {
 		response.Fatal(rsp, errors.Wrap(err, "cannot get observed composed resources"))
+		return rsp, nil
+	}
+	claimNamespace, _ := oxr.Resource.GetString("spec.claimRef.namespace")
+	errs = append(tenancy.Check(cfg, claimNamespace), awsres.CheckIdentity(cfg, observed)...)
+	if len(errs) > 0 {
+		log.Info("refusing XR", "error", errs.ToAggregate().Error())
+		response.Fatal(rsp, errors.Errorf("refusing %s %q: %s", oxr.Resource.GetKind(), oxr.Resource.GetName(), errs.ToAggregate().Error()))
 		return rsp, nil
 	}
 	desired, err := request.GetDesiredComposedResources(req)

@@ -1,6 +1,7 @@
 package spec
 
 import (
+	"regexp"
 	"strings"
 	"time"
 
@@ -130,6 +131,7 @@ func validateCluster(in v1beta1.Input) field.ErrorList {
 	if !amiAlias.MatchString(in.Nodes.DefaultAMIAlias) || in.Nodes.DefaultAMIAlias == LatestAMIAlias && !in.Nodes.AllowLatestAMI {
 		errs = append(errs, field.Invalid(n.Child("defaultAmiAlias"), in.Nodes.DefaultAMIAlias, "must be a pinned AL2023 alias al2023@vYYYYMMDD"))
 	}
+	errs = append(errs, validateTenancy(in.Tenancy)...)
 	if q, err := resource.ParseQuantity(in.Nodes.RootVolumeSize); err != nil || q.Cmp(resource.MustParse("20Gi")) < 0 || q.Cmp(resource.MustParse("16Ti")) > 0 {
 		errs = append(errs, field.Invalid(n.Child("rootVolumeSize"), in.Nodes.RootVolumeSize, "must be a quantity between 20Gi and 16Ti"))
 	}
@@ -176,4 +178,31 @@ func dnsSubdomain(p *field.Path, v string) field.ErrorList {
 // Kubernetes object name.
 func KubernetesName(cluster string) string {
 	return strings.ReplaceAll(strings.ToLower(cluster), "_", "-")
+}
+
+var accountID = regexp.MustCompile(`^[0-9]{12}$`)
+
+func validateTenancy(t *v1beta1.Tenancy) field.ErrorList {
+	if t == nil {
+		return nil
+	}
+	var errs field.ErrorList
+	p := field.NewPath("input", "tenancy", "clusters")
+	seen := map[string]bool{}
+	for i, cl := range t.Clusters {
+		if !clusterName.MatchString(cl.Name) {
+			errs = append(errs, field.Invalid(p.Index(i).Child("name"), cl.Name, "must be an EKS cluster name"))
+		}
+		if seen[cl.Name] {
+			errs = append(errs, field.Duplicate(p.Index(i).Child("name"), cl.Name))
+		}
+		seen[cl.Name] = true
+		if !accountID.MatchString(cl.Account) {
+			errs = append(errs, field.Invalid(p.Index(i).Child("account"), cl.Account, "must be a 12-digit AWS account ID"))
+		}
+		for j, ns := range cl.Namespaces {
+			errs = append(errs, dnsLabel(p.Index(i).Child("namespaces").Index(j), ns)...)
+		}
+	}
+	return errs
 }

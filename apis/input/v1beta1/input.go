@@ -83,6 +83,34 @@ type Input struct {
 	// Nodes are the platform's settings of the node pools.
 	// +optional
 	Nodes Nodes `json:"nodes,omitempty"`
+
+	// Tenancy declares which tenant namespaces may claim which clusters.
+	// Without it every claim is refused.
+	// +optional
+	Tenancy *Tenancy `json:"tenancy,omitempty"`
+}
+
+// Tenancy is who may claim which cluster.
+type Tenancy struct {
+	// Clusters that may be claimed.
+	// +listType=map
+	// +listMapKey=name
+	Clusters []TenantCluster `json:"clusters"`
+}
+
+// TenantCluster is one EKS cluster tenants may claim Karpenter for.
+type TenantCluster struct {
+	// Name of the EKS cluster.
+	Name string `json:"name"`
+	// Account the cluster lives in: a claim naming a node role of another
+	// account is refused.
+	// +kubebuilder:validation:Pattern=`^[0-9]{12}$`
+	Account string `json:"account"`
+	// Namespaces whose claims may target this cluster. XRs created without
+	// a claim are the platform's own and need no namespace.
+	// +listType=set
+	// +optional
+	Namespaces []string `json:"namespaces,omitempty"`
 }
 
 // SourceRef names the Flux source of the GitOps base.
