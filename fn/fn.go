@@ -80,7 +80,7 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 	for name, dc := range out.Desired {
 		desired[name] = dc
 	}
-	usages, err := usage.Usages(desired, observed)
+	usages, err := usage.Usages(out.Refs, observed)
 	if err != nil {
 		response.Fatal(rsp, errors.Wrap(err, "cannot build deletion-order usages"))
 		return rsp, nil

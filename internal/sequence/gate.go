@@ -11,6 +11,7 @@ import (
 
 	"github.com/crossplane/function-sdk-go/resource"
 	"github.com/crossplane/function-sdk-go/resource/composed"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
@@ -50,13 +51,22 @@ type Outcome struct {
 	Conditions []Condition
 	// Ready is true when every step's resources exist and are Ready.
 	Ready bool
+	// Refs identifies every resource of every step, emitted or withheld.
+	Refs map[resource.Name]Ref
+}
+
+// Ref identifies a composed resource by kind and namespace.
+type Ref struct {
+	APIVersion string
+	Kind       string
+	Namespace  string
 }
 
 // Run walks the steps in order. A step whose prerequisites are not all Ready
 // emits only those of its resources that already exist, so a prerequisite
 // that turns unready later never makes Crossplane delete what runs.
 func Run(steps []Step, observed map[resource.Name]resource.ObservedComposed) (Outcome, error) {
-	out := Outcome{Desired: map[resource.Name]*resource.DesiredComposed{}, Ready: true}
+	out := Outcome{Desired: map[resource.Name]*resource.DesiredComposed{}, Ready: true, Refs: map[resource.Name]Ref{}}
 	var blockedBy []string // the first unready step, and what in it is unready
 	for _, s := range steps {
 		objs, err := s.Build()
@@ -66,6 +76,7 @@ func Run(steps []Step, observed map[resource.Name]resource.ObservedComposed) (Ou
 		allowed := blockedBy == nil
 		var pending, problems []string
 		for _, name := range sortedNames(objs) {
+			out.Refs[name] = refOf(objs[name])
 			ocd, exists := observed[name]
 			if !allowed && !exists {
 				pending = append(pending, string(name))
@@ -120,6 +131,15 @@ func Run(steps []Step, observed map[resource.Name]resource.ObservedComposed) (Ou
 		}
 	}
 	return out, nil
+}
+
+func refOf(o runtime.Object) Ref {
+	apiVersion, kind := o.GetObjectKind().GroupVersionKind().ToAPIVersionAndKind()
+	r := Ref{APIVersion: apiVersion, Kind: kind}
+	if m, ok := o.(metav1.Object); ok {
+		r.Namespace = m.GetNamespace()
+	}
+	return r
 }
 
 func sortedNames(objs map[resource.Name]runtime.Object) []resource.Name {

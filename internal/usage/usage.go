@@ -48,21 +48,20 @@ func Name(e Edge) resource.Name {
 }
 
 // Usages returns the Usage of every edge whose two ends both exist, plus
-// every Usage that exists already. It is rebuilt from the whole observed and
-// desired state on every call, so no early return can drop one.
-func Usages(desired map[resource.Name]*resource.DesiredComposed, observed map[resource.Name]resource.ObservedComposed) (map[resource.Name]*resource.DesiredComposed, error) {
+// every Usage that exists already, whatever became of its ends. It is
+// rebuilt from the observed state on every call, so no early return and no
+// withheld step can drop one.
+func Usages(refs map[resource.Name]sequence.Ref, observed map[resource.Name]resource.ObservedComposed) (map[resource.Name]*resource.DesiredComposed, error) {
 	out := map[resource.Name]*resource.DesiredComposed{}
 	for _, e := range Edges() {
 		name := Name(e)
 		_, exists := observed[name]
-		by, byOK := desired[e.By]
-		of, ofOK := desired[e.Of]
 		_, byObserved := observed[e.By]
 		_, ofObserved := observed[e.Of]
-		if !byOK || !ofOK || !exists && (!byObserved || !ofObserved) {
+		if !exists && (!byObserved || !ofObserved) {
 			continue
 		}
-		u, err := build(e, by.Resource, of.Resource)
+		u, err := build(e, refs[e.By], refs[e.Of])
 		if err != nil {
 			return nil, err
 		}
@@ -72,7 +71,7 @@ func Usages(desired map[resource.Name]*resource.DesiredComposed, observed map[re
 	return out, nil
 }
 
-func build(e Edge, by, of *composed.Unstructured) (*composed.Unstructured, error) {
+func build(e Edge, by, of sequence.Ref) (*composed.Unstructured, error) {
 	u := composed.New()
 	u.SetAPIVersion(APIVersion)
 	selector := func(name resource.Name) map[string]any {
@@ -82,15 +81,15 @@ func build(e Edge, by, of *composed.Unstructured) (*composed.Unstructured, error
 		}
 	}
 	ofRef := map[string]any{
-		"apiVersion":       of.GetAPIVersion(),
-		"kind":             of.GetKind(),
+		"apiVersion":       of.APIVersion,
+		"kind":             of.Kind,
 		"resourceSelector": selector(e.Of),
 	}
 	spec := map[string]any{
 		"of": ofRef,
 		"by": map[string]any{
-			"apiVersion":       by.GetAPIVersion(),
-			"kind":             by.GetKind(),
+			"apiVersion":       by.APIVersion,
+			"kind":             by.Kind,
 			"resourceSelector": selector(e.By),
 		},
 		// Retry the used resource's deletion as soon as the Usage is gone,
@@ -99,11 +98,11 @@ func build(e Edge, by, of *composed.Unstructured) (*composed.Unstructured, error
 	}
 	// A namespaced Usage lives with its user; a cluster-scoped user needs a
 	// ClusterUsage.
-	if ns := by.GetNamespace(); ns != "" {
+	if by.Namespace != "" {
 		u.SetKind("Usage")
-		u.SetNamespace(ns)
-		if ofNS := of.GetNamespace(); ofNS != "" {
-			ofRef["resourceSelector"].(map[string]any)["namespace"] = ofNS
+		u.SetNamespace(by.Namespace)
+		if of.Namespace != "" {
+			ofRef["resourceSelector"].(map[string]any)["namespace"] = of.Namespace
 		}
 	} else {
 		u.SetKind("ClusterUsage")

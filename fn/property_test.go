@@ -1,0 +1,161 @@
+package main
+
+import (
+	"fmt"
+	"math/rand"
+	"sort"
+	"strings"
+	"testing"
+
+	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
+	"github.com/crossplane/function-sdk-go/resource"
+)
+
+// stepOf maps every composed resource to its step, in order.
+var stepOf = func() map[string]int {
+	m := map[string]int{}
+	for i, s := range [][]string{step1, step2, step3, step4, step5} {
+		for _, n := range s {
+			m[n] = i
+		}
+	}
+	return m
+}()
+
+// TestInvariantsUnderRandomProviders drives the function through random
+// sequences of what providers report — resources appearing, turning Ready,
+// unready, failing with provider errors, disappearing — and checks, at
+// every call, the invariants the product promises.
+func TestInvariantsUnderRandomProviders(t *testing.T) {
+	const sequences, calls = 100, 30
+	for seed := int64(1); seed <= sequences; seed++ {
+		rng := rand.New(rand.NewSource(seed))
+		aws := fakeProviders{t: t, account: account}
+		observed := map[resource.Name]map[string]any{}
+		for call := 0; call < calls; call++ {
+			rsp := run(t, aRequest(t).observing(observed).build())
+			where := fmt.Sprintf("seed %d call %d", seed, call)
+			checkInvariants(t, where, observed, rsp)
+			if t.Failed() {
+				return
+			}
+			observed = mutate(rng, aws, observed, rsp)
+		}
+	}
+}
+
+func checkInvariants(t *testing.T, where string, observed map[resource.Name]map[string]any, rsp *fnv1.RunFunctionResponse) {
+	t.Helper()
+	if msg := fatal(rsp); msg != "" {
+		t.Fatalf("%s: fatal result for a valid claim: %s", where, msg)
+	}
+	desired := rsp.GetDesired().GetResources()
+
+	// Nothing that exists is ever withheld or dropped.
+	for n := range observed {
+		if _, ok := desired[string(n)]; !ok {
+			t.Errorf("%s: %s exists but is not desired: Crossplane would delete it", where, n)
+		}
+	}
+
+	// A resource that does not exist yet appears only once every resource of
+	// every earlier step is observed Ready.
+	firstUnready := 5
+	for n, s := range stepOf {
+		if s < firstUnready && !observedReady(observed[resource.Name(n)]) {
+			firstUnready = s
+		}
+	}
+	for n := range desired {
+		s, ours := stepOf[n]
+		if _, exists := observed[resource.Name(n)]; ours && !exists && s > firstUnready {
+			t.Errorf("%s: %s (step %d) appeared while step %d is not Ready", where, n, s+1, firstUnready+1)
+		}
+	}
+
+	// The XR is Ready only when everything is.
+	heldBack := rsp.GetDesired().GetComposite().GetReady() == fnv1.Ready_READY_FALSE
+	if everything := firstUnready == 5; heldBack == everything {
+		t.Errorf("%s: XR held back %v while everything Ready is %v", where, heldBack, everything)
+	}
+
+	// A provider error on a resource of the step being worked on reaches the
+	// XR's conditions with the provider's message.
+	var messages []string
+	for _, c := range rsp.GetConditions() {
+		messages = append(messages, c.GetMessage())
+	}
+	all := strings.Join(messages, "\n")
+	for n, o := range observed {
+		if s, ours := stepOf[string(n)]; ours && s == firstUnready {
+			if msg := syncMessage(o); msg != "" && !strings.Contains(all, msg) {
+				t.Errorf("%s: provider error of %s (%q) is not on the XR's conditions:\n%s", where, n, msg, all)
+			}
+		}
+	}
+}
+
+// mutate plays the providers for one round: each desired resource may be
+// created; each existing one may turn Ready, unready, fail or vanish.
+func mutate(rng *rand.Rand, aws fakeProviders, observed map[resource.Name]map[string]any, rsp *fnv1.RunFunctionResponse) map[resource.Name]map[string]any {
+	next := map[resource.Name]map[string]any{}
+	names := make([]string, 0, len(rsp.GetDesired().GetResources()))
+	for n := range rsp.GetDesired().GetResources() {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		desired := rsp.GetDesired().GetResources()[n].GetResource().AsMap()
+		o, exists := observed[resource.Name(n)]
+		switch r := rng.Intn(10); {
+		case !exists && r < 6:
+			next[resource.Name(n)] = aws.created(desired, r < 3)
+		case !exists:
+		case r < 5:
+			next[resource.Name(n)] = aws.created(desired, true)
+		case r < 7:
+			next[resource.Name(n)] = o
+		case r < 8:
+			next[resource.Name(n)] = aws.created(desired, false)
+		case r < 9 && o["kind"] != "Job" && o["kind"] != "Namespace" && o["kind"] != "ServiceAccount" && o["kind"] != "Kustomization":
+			next[resource.Name(n)] = failing(aws.created(desired, false), fmt.Sprintf("provider error %d on %s", rng.Intn(1000), n))
+		default:
+			// Vanished: deleted out of band, or not yet in the cache.
+		}
+	}
+	return next
+}
+
+func observedReady(o map[string]any) bool {
+	if o == nil {
+		return false
+	}
+	switch o["kind"] {
+	case "ServiceAccount":
+		return true
+	case "Namespace":
+		return o["status"].(map[string]any)["phase"] == "Active"
+	}
+	status, _ := o["status"].(map[string]any)
+	conds, _ := status["conditions"].([]any)
+	for _, c := range conds {
+		c := c.(map[string]any)
+		if (c["type"] == "Ready" || c["type"] == "Complete") && c["status"] == "True" {
+			return true
+		}
+	}
+	return false
+}
+
+func syncMessage(o map[string]any) string {
+	status, _ := o["status"].(map[string]any)
+	conds, _ := status["conditions"].([]any)
+	for _, c := range conds {
+		c := c.(map[string]any)
+		if c["type"] == "Synced" && c["status"] == "False" {
+			msg, _ := c["message"].(string)
+			return msg
+		}
+	}
+	return ""
+}
