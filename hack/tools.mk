@@ -94,4 +94,46 @@ provider-aws-crds:
 	  { echo "cannot locate $(PROVIDER_AWS_MODULE) CRDs (is it required by go.mod?)" >&2; exit 1; }
 	@echo $(PROVIDER_AWS_CRDS)
 
+# --- Flux CRDs and Kubernetes schemas (validation), from module zips ----------------------------
+# $(call module-dir,MODULE@VERSION): the module's directory in the Go module cache, downloaded if
+# needed; empty (and go's error on stderr) if it cannot be. Run in tools/k8sschemas, a module that
+# requires nothing, with -mod=mod: downloading MODULE@VERSION never writes its go.mod or go.sum.
+module-dir = $(shell cd $(TOOLS_DIR)/k8sschemas && GOFLAGS=-mod=mod go mod download -json $(1) | \
+  sed -n 's/.*"Dir": "\(.*\)".*/\1/p')
+
+# Directories of the Flux CRDs (config/crd/bases of each controller's module zip). Evaluated
+# lazily and at most once per make run, like PROVIDER_AWS_CRDS.
+FLUX_KUSTOMIZE_CONTROLLER := github.com/fluxcd/kustomize-controller@v1.7.2
+FLUX_HELM_CONTROLLER := github.com/fluxcd/helm-controller@v1.4.0
+FLUX_SOURCE_CONTROLLER := github.com/fluxcd/source-controller@v1.7.0
+FLUX_KUSTOMIZE_CRDS = $(eval FLUX_KUSTOMIZE_CRDS := $$(addsuffix /config/crd/bases,$$(call module-dir,$(FLUX_KUSTOMIZE_CONTROLLER))))$(FLUX_KUSTOMIZE_CRDS)
+FLUX_HELM_CRDS = $(eval FLUX_HELM_CRDS := $$(addsuffix /config/crd/bases,$$(call module-dir,$(FLUX_HELM_CONTROLLER))))$(FLUX_HELM_CRDS)
+FLUX_SOURCE_CRDS = $(eval FLUX_SOURCE_CRDS := $$(addsuffix /config/crd/bases,$$(call module-dir,$(FLUX_SOURCE_CONTROLLER))))$(FLUX_SOURCE_CRDS)
+
+.PHONY: flux-crds
+flux-crds:
+	@for d in "$(FLUX_KUSTOMIZE_CRDS)" "$(FLUX_HELM_CRDS)" "$(FLUX_SOURCE_CRDS)"; do \
+	  test -n "$$d" && test -d "$$d" || { echo "cannot locate the Flux CRDs (see go's error above)" >&2; exit 1; }; \
+	  echo "$$d"; done
+
+# Kubernetes' built-in kinds as CRDs, so validate can check them: tools/k8sschemas reads the
+# OpenAPI v3 documents published in the k8s.io/kubernetes module zip and writes one file per kind
+# of K8S_SCHEMA_KINDS (APIVERSION/KIND) to $(K8S_SCHEMAS)/<apiVersion with / as _>_<Kind>.yaml,
+# e.g. batch_v1_Job.yaml. Written when missing or older than the generator's source.
+K8S_VERSION := v1.35.4
+K8S_MODULE := k8s.io/kubernetes
+K8S_OPENAPI = $(eval K8S_OPENAPI := $$(addsuffix /api/openapi-spec/v3,$$(call module-dir,$(K8S_MODULE)@$(K8S_VERSION))))$(K8S_OPENAPI)
+K8S_SCHEMA_KINDS := v1/Namespace v1/ServiceAccount batch/v1/Job
+K8S_SCHEMAS := $(CACHE)/k8s-schemas/$(K8S_VERSION)
+K8S_SCHEMA_FILES := $(foreach k,$(K8S_SCHEMA_KINDS),$(K8S_SCHEMAS)/$(subst /,_,$(k)).yaml)
+
+$(K8S_SCHEMAS)/%.yaml: $(TOOLS_DIR)/k8sschemas/main.go $(TOOLS_DIR)/k8sschemas/go.mod
+	@test -n "$(K8S_OPENAPI)" && test -d "$(K8S_OPENAPI)" || \
+	  { echo "cannot locate the OpenAPI documents of $(K8S_MODULE)@$(K8S_VERSION)" >&2; exit 1; }
+	cd $(TOOLS_DIR)/k8sschemas && go run . -spec-dir $(K8S_OPENAPI) \
+	  -source $(K8S_MODULE)@$(K8S_VERSION)/api/openapi-spec/v3 -out $(K8S_SCHEMAS) $(subst _,/,$*)
+
+.PHONY: k8s-schemas
+k8s-schemas: $(K8S_SCHEMA_FILES)
+
 .DEFAULT_GOAL := $(TOOLS_MK_SAVED_DEFAULT_GOAL)
