@@ -11,7 +11,8 @@ OUTPUT := $(CURDIR)/_output
 GO_TEST_FLAGS ?= -count=1
 
 # Environment the render tests read.
-RENDER_ENV = CROSSPLANE=$(CROSSPLANE) VALIDATE_FLAGS="$(VALIDATE_FLAGS)" PROVIDER_AWS_CRDS=$(PROVIDER_AWS_CRDS)
+RENDER_ENV = CROSSPLANE=$(CROSSPLANE) VALIDATE_FLAGS="$(VALIDATE_FLAGS)" PROVIDER_AWS_CRDS=$(PROVIDER_AWS_CRDS) \
+  FLUX_KUSTOMIZE_CRDS=$(FLUX_KUSTOMIZE_CRDS) K8S_SCHEMAS=$(K8S_SCHEMAS)
 
 .PHONY: render
 render: $(CROSSPLANE) ## Render examples/xr.yaml through every step into _output/render/.
@@ -40,11 +41,11 @@ unit: ## Unit and multi-reconcile tests.
 	go test $(GO_TEST_FLAGS) ./...
 
 .PHONY: render-test
-render-test: $(CROSSPLANE) $(CROSSPLANE_VALIDATE_SEED) provider-aws-crds ## Golden crossplane render per step, validated.
+render-test: $(CROSSPLANE) $(CROSSPLANE_VALIDATE_SEED) provider-aws-crds flux-crds k8s-schemas ## Golden crossplane render per step, validated.
 	$(RENDER_ENV) go test $(GO_TEST_FLAGS) -tags render ./test/render/...
 
 .PHONY: update-golden
-update-golden: $(CROSSPLANE) $(CROSSPLANE_VALIDATE_SEED) provider-aws-crds ## Rewrite fixtures and golden render output.
+update-golden: $(CROSSPLANE) $(CROSSPLANE_VALIDATE_SEED) provider-aws-crds flux-crds k8s-schemas ## Rewrite fixtures and golden render output.
 	go test -count=1 ./fn -run TestExampleFixtures -update
 	$(RENDER_ENV) go test -count=1 -tags render ./test/render/... -update
 
