@@ -6,6 +6,7 @@
 .DEFAULT_GOAL := render
 
 include hack/tools.mk
+include hack/e2e.mk
 
 OUTPUT := $(CURDIR)/_output
 GO_TEST_FLAGS ?= -count=1

@@ -1,0 +1,59 @@
+# hack/e2e.mk: the end-to-end tests' control plane and the target that runs them. Included by the
+# main Makefile after hack/tools.mk.
+#
+# etcd, kube-apiserver, kube-controller-manager and Crossplane core are built from the Go module
+# proxy through wrapper modules under e2e/tools/<name>/ (go.mod and go.sum committed, never tidied
+# here: `go build` runs with -mod=readonly and fails loudly if a sum is missing). Binaries are
+# cached under $(E2E_BIN) with the version in their name and rebuilt only when missing: after
+# bumping a version in a wrapper's go.mod, bump the matching *_VERSION below too (the recipe
+# refuses to build a binary whose name disagrees with the wrapper's go.mod).
+
+# This fragment defines file targets; keep whatever default goal the including Makefile has.
+E2E_MK_SAVED_DEFAULT_GOAL := $(.DEFAULT_GOAL)
+
+CACHE ?= $(CURDIR)/.cache
+E2E_BIN := $(CACHE)/e2e/bin
+E2E_TOOLS_DIR := $(CURDIR)/e2e/tools
+
+E2E_ETCD_VERSION := v3.6.5
+E2E_KUBERNETES_VERSION := v1.35.4
+E2E_CROSSPLANE_VERSION := v2.2.1
+
+E2E_ETCD := $(E2E_BIN)/etcd-$(E2E_ETCD_VERSION)
+E2E_KUBE_APISERVER := $(E2E_BIN)/kube-apiserver-$(E2E_KUBERNETES_VERSION)
+E2E_KUBE_CONTROLLER_MANAGER := $(E2E_BIN)/kube-controller-manager-$(E2E_KUBERNETES_VERSION)
+E2E_CROSSPLANE := $(E2E_BIN)/crossplane-core-$(E2E_CROSSPLANE_VERSION)
+E2E_BINARIES := $(E2E_ETCD) $(E2E_KUBE_APISERVER) $(E2E_KUBE_CONTROLLER_MANAGER) $(E2E_CROSSPLANE)
+
+# kubectl and clients parse the server's version; an unstamped build reports v0.0.0-master.
+E2E_KUBE_LDFLAGS := -X k8s.io/component-base/version.gitVersion=$(E2E_KUBERNETES_VERSION) \
+  -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=35
+
+# $(call e2e-build,WRAPPER_DIR,MODULE,VERSION,PACKAGE[,LDFLAGS])
+# Checks the wrapper pins VERSION, builds into a temporary file and renames it, so an interrupted
+# build never leaves a half-written binary that make would take as up to date.
+define e2e-build
+	@mkdir -p $(@D)
+	@got=$$(cd $(E2E_TOOLS_DIR)/$(1) && go list -m -f '{{.Version}}' $(2)) && \
+	  if [ "$$got" != "$(3)" ]; then \
+	    echo "e2e/tools/$(1)/go.mod pins $(2) $$got, hack/e2e.mk expects $(3)" >&2; exit 1; fi
+	cd $(E2E_TOOLS_DIR)/$(1) && CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags '-s -w $(5)' -o $@.tmp $(4)
+	@mv -f $@.tmp $@
+endef
+
+$(E2E_ETCD):
+	$(call e2e-build,etcd,go.etcd.io/etcd/server/v3,$(E2E_ETCD_VERSION),.)
+
+$(E2E_KUBE_APISERVER):
+	$(call e2e-build,kubernetes,k8s.io/kubernetes,$(E2E_KUBERNETES_VERSION),k8s.io/kubernetes/cmd/kube-apiserver,$(E2E_KUBE_LDFLAGS))
+
+$(E2E_KUBE_CONTROLLER_MANAGER):
+	$(call e2e-build,kubernetes,k8s.io/kubernetes,$(E2E_KUBERNETES_VERSION),k8s.io/kubernetes/cmd/kube-controller-manager,$(E2E_KUBE_LDFLAGS))
+
+$(E2E_CROSSPLANE):
+	$(call e2e-build,crossplane,github.com/crossplane/crossplane/v2,$(E2E_CROSSPLANE_VERSION),github.com/crossplane/crossplane/v2/cmd/crossplane,-X github.com/crossplane/crossplane/v2/internal/version.version=$(E2E_CROSSPLANE_VERSION))
+
+.PHONY: e2e-tools
+e2e-tools: $(E2E_BINARIES) ## Build the end-to-end control plane binaries (cached by version).
+
+.DEFAULT_GOAL := $(E2E_MK_SAVED_DEFAULT_GOAL)
