@@ -6,6 +6,7 @@
 .DEFAULT_GOAL := render
 
 include hack/tools.mk
+include hack/package.mk
 include hack/e2e.mk
 
 OUTPUT := $(CURDIR)/_output
@@ -34,7 +35,7 @@ check-generated: generate ## Fail when the committed generated files differ from
 	  git status --porcelain -- apis package >&2; git --no-pager diff -- apis package | head -50 >&2; exit 1; fi
 
 .PHONY: test
-test: check-generated unit render-test ## Run every test.
+test: check-generated unit render-test package-test ## Run every test.
 
 .PHONY: unit
 unit: ## Unit and multi-reconcile tests.
