@@ -35,12 +35,18 @@ check-generated: generate ## Fail when the committed generated files differ from
 	  git status --porcelain -- apis package >&2; git --no-pager diff -- apis package | head -50 >&2; exit 1; fi
 
 .PHONY: test
-test: check-generated unit render-test package-test ## Run every test.
+test: check-generated unit fuzz render-test package-test ## Run every test.
 
 .PHONY: unit
 unit: ## Unit and multi-reconcile tests.
 	go vet ./...
 	go test $(GO_TEST_FLAGS) ./...
+
+FUZZ_TIME ?= 15s
+.PHONY: fuzz
+fuzz: ## Each fuzz target for FUZZ_TIME, from the committed seed corpus.
+	go test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZ_TIME) ./internal/spec/
+	go test -run '^$$' -fuzz '^FuzzRunFunction$$' -fuzztime $(FUZZ_TIME) ./fn/
 
 .PHONY: render-test
 render-test: $(CROSSPLANE) $(CROSSPLANE_VALIDATE_SEED) provider-aws-crds flux-crds k8s-schemas ## Golden crossplane render per step, validated.

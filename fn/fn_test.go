@@ -47,7 +47,7 @@ func wantConditions(ready int, first string) map[string]cond {
 	return out
 }
 
-func run(t *testing.T, req *fnv1.RunFunctionRequest) *fnv1.RunFunctionResponse {
+func run(t testing.TB, req *fnv1.RunFunctionRequest) *fnv1.RunFunctionResponse {
 	t.Helper()
 	f := &Function{log: logging.NewNopLogger()}
 	rsp, err := f.RunFunction(context.Background(), req)
