@@ -1,0 +1,270 @@
+package flux
+
+import (
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+
+	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	"github.com/google/go-cmp/cmp"
+	eks "github.com/upbound/provider-aws/v2/apis/cluster/eks/v1beta1"
+	sqs "github.com/upbound/provider-aws/v2/apis/cluster/sqs/v1beta1"
+	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/engine"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/do-now/function-karpenter/internal/awsres"
+	"github.com/do-now/function-karpenter/internal/flux"
+	"github.com/do-now/function-karpenter/internal/spec"
+)
+
+// controllerLabels are the labels the chart puts on the controller's pods.
+var controllerLabels = map[string]string{"app.kubernetes.io/name": "karpenter", "app.kubernetes.io/instance": "karpenter"}
+
+func TestControllerValuesReachTheDeployment(t *testing.T) {
+	fluxSchemas := loadCRDs(t,
+		helmController.file(t, "config/crd/bases/helm.toolkit.fluxcd.io_helmreleases.yaml"),
+		sourceController.file(t, "config/crd/bases/source.toolkit.fluxcd.io_ocirepositories.yaml"),
+	)
+	chrt := karpenterChart(t)
+
+	type want struct {
+		cluster, region string
+		namespace, sa   string
+		nodeSelector    map[string]string
+		tolerations     []corev1.Toleration
+	}
+	cases := map[string]struct {
+		reason string
+		spec   edits
+		input  edits
+		want   want
+	}{
+		"Example": {
+			reason: "The example claim and Composition: the controller runs as karpenter/karpenter on the system nodes.",
+			want: want{
+				cluster: exampleCluster, region: exampleRegion,
+				namespace: "karpenter", sa: "karpenter",
+				nodeSelector: map[string]string{"socle.do-now.io/node-group": "system"},
+				tolerations:  []corev1.Toleration{{Key: "CriticalAddonsOnly", Operator: corev1.TolerationOpExists}},
+			},
+		},
+		"PlatformPlacement": {
+			reason: "Another cluster, namespace, service account and system nodes: the platform's settings replace the chart's own, and the chart's default toleration is gone.",
+			spec: edits{
+				"cluster.name":   "staging_us",
+				"cluster.region": "us-east-1",
+			},
+			input: edits{
+				"podIdentity": map[string]string{"namespace": "kube-system", "serviceAccount": "karpenter-controller"},
+				"controller": map[string]any{
+					"nodeSelector": map[string]string{"node.example.com/role": "system", "node.example.com/fixed": "true"},
+					"tolerations": []map[string]string{
+						{"key": "node.example.com/role", "operator": "Equal", "value": "system", "effect": "NoSchedule"},
+					},
+				},
+			},
+			want: want{
+				cluster: "staging_us", region: "us-east-1",
+				namespace: "kube-system", sa: "karpenter-controller",
+				nodeSelector: map[string]string{"node.example.com/role": "system", "node.example.com/fixed": "true"},
+				tolerations: []corev1.Toleration{
+					{Key: "node.example.com/role", Operator: corev1.TolerationOpEqual, Value: "system", Effect: corev1.TaintEffectNoSchedule},
+				},
+			},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			c := load(t, tc.spec, tc.input)
+			built := byKindName(fluxBuild(t, controllerKustomization(t, c)))
+			if diff := cmp.Diff([]string{"HelmRelease/karpenter", "OCIRepository/karpenter"}, sorted(keys(built))); diff != "" {
+				t.Fatalf("\n%s\nbuilt objects: -want, +got:\n%s", tc.reason, diff)
+			}
+			for _, o := range built {
+				if o.GetNamespace() != tc.want.namespace {
+					t.Errorf("\n%s\n%s %s: namespace %q, want %q", tc.reason, o.GetKind(), o.GetName(), o.GetNamespace(), tc.want.namespace)
+				}
+			}
+			oci := fluxSchemas.mustAdmit(t, built["OCIRepository/karpenter"])
+			if tag, _, _ := unstructured.NestedString(oci.Object, "spec", "ref", "tag"); tag != "1.15.0" {
+				t.Errorf("\n%s\nOCIRepository: chart tag %q, want 1.15.0", tc.reason, tag)
+			}
+
+			// The values as the API server would store them: they go through
+			// the HelmRelease CRD's pruning and defaulting on create.
+			hr := fluxSchemas.mustAdmit(t, built["HelmRelease/karpenter"])
+			for _, o := range []*unstructured.Unstructured{built["HelmRelease/karpenter"], hr} {
+				anti, _, _ := unstructured.NestedMap(o.Object, "spec", "values", "affinity", "podAntiAffinity")
+				if v, ok := anti["requiredDuringSchedulingIgnoredDuringExecution"]; !ok || v != nil {
+					t.Errorf("\n%s\nHelmRelease values: want an explicit null for the chart's required pod anti-affinity, got %v (present: %t)", tc.reason, v, ok)
+				}
+			}
+			values, _, err := unstructured.NestedMap(hr.Object, "spec", "values")
+			if err != nil {
+				t.Fatal(err)
+			}
+
+			rendered := renderChart(t, chrt, values, tc.want.namespace)
+			var deployments []*unstructured.Unstructured
+			for _, o := range rendered {
+				switch o.GetKind() {
+				case "ServiceAccount":
+					t.Errorf("\n%s\nthe chart renders ServiceAccount %s: want none, step three creates the one the association names", tc.reason, o.GetName())
+				case "Deployment":
+					deployments = append(deployments, o)
+				}
+			}
+			if len(deployments) != 1 {
+				t.Fatalf("\n%s\nthe chart renders %d Deployments, want 1", tc.reason, len(deployments))
+			}
+			var d appsv1.Deployment
+			decodeStrict(t, deployments[0], &d)
+
+			wiring := awsres.Wiring(c, awsres.Observed{})
+			assoc := wiring[awsres.PodIdentityAssociation].(*eks.PodIdentityAssociation).Spec.ForProvider
+			identity, err := awsres.Identity(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			queue := *identity[awsres.InterruptionQueue].(*sqs.Queue).Spec.ForProvider.Name
+
+			if d.Namespace != *assoc.Namespace || d.Namespace != tc.want.namespace {
+				t.Errorf("\n%s\nDeployment namespace %q, want %q, the Pod Identity association's", tc.reason, d.Namespace, *assoc.Namespace)
+			}
+			pod := d.Spec.Template.Spec
+			if pod.ServiceAccountName != *assoc.ServiceAccount || pod.ServiceAccountName != tc.want.sa {
+				t.Errorf("\n%s\nserviceAccountName %q, want %q, the Pod Identity association's", tc.reason, pod.ServiceAccountName, *assoc.ServiceAccount)
+			}
+			if d.Spec.Replicas == nil || *d.Spec.Replicas != 2 {
+				t.Errorf("\n%s\nreplicas %v, want 2", tc.reason, d.Spec.Replicas)
+			}
+
+			if len(pod.Containers) != 1 {
+				t.Fatalf("\n%s\nthe controller pod has %d containers, want 1", tc.reason, len(pod.Containers))
+			}
+			env := map[string][]string{}
+			for _, e := range pod.Containers[0].Env {
+				env[e.Name] = append(env[e.Name], e.Value)
+			}
+			wantEnv := map[string]string{
+				"CLUSTER_NAME":       tc.want.cluster,
+				"INTERRUPTION_QUEUE": queue,
+				"AWS_REGION":         tc.want.region,
+				"EKS_CONTROL_PLANE":  "true",
+			}
+			for k, v := range wantEnv {
+				if diff := cmp.Diff([]string{v}, env[k]); diff != "" {
+					t.Errorf("\n%s\nenv %s: -want, +got:\n%s", tc.reason, k, diff)
+				}
+			}
+			if q := strings.Join(env["INTERRUPTION_QUEUE"], ""); strings.ContainsAny(q, ":/") || q != tc.want.cluster+"-karpenter" {
+				t.Errorf("\n%s\nINTERRUPTION_QUEUE %q: want the queue's name, not its ARN or URL", tc.reason, q)
+			}
+
+			selector := &metav1.LabelSelector{MatchLabels: controllerLabels}
+			wantAffinity := &corev1.Affinity{
+				NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+					NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{
+						{Key: "karpenter.sh/nodepool", Operator: corev1.NodeSelectorOpDoesNotExist},
+					}}},
+				}},
+				PodAntiAffinity: &corev1.PodAntiAffinity{PreferredDuringSchedulingIgnoredDuringExecution: []corev1.WeightedPodAffinityTerm{{
+					Weight:          100,
+					PodAffinityTerm: corev1.PodAffinityTerm{TopologyKey: corev1.LabelHostname, LabelSelector: selector},
+				}}},
+			}
+			if diff := cmp.Diff(wantAffinity, pod.Affinity); diff != "" {
+				t.Errorf("\n%s\naffinity: -want, +got:\n%s", tc.reason, diff)
+			}
+			wantSpread := []corev1.TopologySpreadConstraint{{
+				MaxSkew:           1,
+				TopologyKey:       corev1.LabelTopologyZone,
+				WhenUnsatisfiable: corev1.ScheduleAnyway,
+				LabelSelector:     selector,
+			}}
+			if diff := cmp.Diff(wantSpread, pod.TopologySpreadConstraints); diff != "" {
+				t.Errorf("\n%s\ntopologySpreadConstraints: -want, +got:\n%s", tc.reason, diff)
+			}
+			// Helm merges maps: the chart's own kubernetes.io/os=linux stays
+			// beside the platform's selector.
+			wantSelector := maps.Clone(tc.want.nodeSelector)
+			wantSelector["kubernetes.io/os"] = "linux"
+			if diff := cmp.Diff(wantSelector, pod.NodeSelector); diff != "" {
+				t.Errorf("\n%s\nnodeSelector: -want, +got:\n%s", tc.reason, diff)
+			}
+			if diff := cmp.Diff(tc.want.tolerations, pod.Tolerations); diff != "" {
+				t.Errorf("\n%s\ntolerations: -want, +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}
+
+// controllerKustomization is step four's Kustomization for a claim.
+func controllerKustomization(t *testing.T, c *spec.Config) *kustomizev1.Kustomization {
+	t.Helper()
+	objs, err := flux.Controller(c)
+	if err != nil {
+		t.Fatalf("flux.Controller: %v", err)
+	}
+	k, ok := objs[flux.ControllerKustomization].(*kustomizev1.Kustomization)
+	if !ok {
+		t.Fatalf("flux.Controller: %q is a %T, want a *Kustomization", flux.ControllerKustomization, objs[flux.ControllerKustomization])
+	}
+	return k
+}
+
+// karpenterChart loads the chart from the Karpenter module zip.
+func karpenterChart(t *testing.T) *chart.Chart {
+	t.Helper()
+	files := karpenter.files(t, "charts/karpenter")
+	buffered := make([]*loader.BufferedFile, 0, len(files))
+	for _, name := range sorted(keys(files)) {
+		buffered = append(buffered, &loader.BufferedFile{Name: name, Data: files[name]})
+	}
+	c, err := loader.LoadFiles(buffered)
+	if err != nil {
+		t.Fatalf("cannot load the Karpenter chart: %v", err)
+	}
+	return c
+}
+
+// renderChart renders a chart as helm-controller's install does, without a
+// cluster: helm-controller passes the HelmRelease's values (merged with
+// valuesFrom, of which there are none, by a merge that keeps nulls) to Helm's
+// install action, which coalesces them with the chart's values, validates
+// them against the chart's schema if it has one, and renders the templates.
+func renderChart(t *testing.T, c *chart.Chart, values map[string]any, namespace string) []*unstructured.Unstructured {
+	t.Helper()
+	if err := chartutil.ProcessDependenciesWithMerge(c, values); err != nil {
+		t.Fatal(err)
+	}
+	opts := chartutil.ReleaseOptions{Name: "karpenter", Namespace: namespace, Revision: 1, IsInstall: true}
+	rv, err := chartutil.ToRenderValuesWithSchemaValidation(c, values, opts, chartutil.DefaultCapabilities, false)
+	if err != nil {
+		t.Fatalf("Helm refuses the values: %v", err)
+	}
+	manifests, err := engine.Render(c, rv)
+	if err != nil {
+		t.Fatalf("the Karpenter chart does not render: %v", err)
+	}
+	var objs []*unstructured.Unstructured
+	for _, name := range sorted(keys(manifests)) {
+		if strings.HasSuffix(name, "NOTES.txt") {
+			continue
+		}
+		objs = append(objs, decodeObjects(t, []byte(manifests[name]))...)
+	}
+	return objs
+}
+
+func sorted(s []string) []string {
+	slices.Sort(s)
+	return s
+}

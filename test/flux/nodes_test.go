@@ -1,0 +1,426 @@
+package flux
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"maps"
+	"mime"
+	"mime/multipart"
+	"net/mail"
+	"strings"
+	"testing"
+
+	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+
+	"github.com/do-now/function-karpenter/internal/flux"
+	"github.com/do-now/function-karpenter/internal/spec"
+)
+
+// What the example claim (examples/xr.yaml) and the example Composition's
+// input (apis/composition.yaml) say.
+const (
+	exampleCluster         = "prod-eu"
+	exampleRegion          = "eu-west-3"
+	exampleInstanceProfile = "prod-eu-bootstrap-nodes"
+)
+
+// Karpenter's CRDs the node pools must pass.
+var karpenterCRDs = []string{
+	"pkg/apis/crds/karpenter.sh_nodepools.yaml",
+	"pkg/apis/crds/karpenter.k8s.aws_ec2nodeclasses.yaml",
+}
+
+func karpenterSchemas(t *testing.T) crdSchemas {
+	t.Helper()
+	crds := make([][]byte, len(karpenterCRDs))
+	for i, f := range karpenterCRDs {
+		crds[i] = karpenter.file(t, f)
+	}
+	return loadCRDs(t, crds...)
+}
+
+// pool is what one node pool should come out as.
+type pool struct {
+	capacityTypes    []string
+	architectures    []string
+	categories       []string
+	generationGt     string
+	cpu, memory      string
+	consolidateAfter string
+	amiAlias         string
+}
+
+// nodes is what the nodes Kustomization should make Flux apply.
+type nodes struct {
+	private pool
+	// public is nil when the claim turned the public pool off.
+	public              *pool
+	privateSubnetTags   map[string]string
+	publicSubnetTags    map[string]string
+	publicSecurityGroup string
+	rootVolumeSize      string
+	// tags are the platform's tags, which every EC2NodeClass carries.
+	tags map[string]string
+}
+
+// defaultNodes is what the example claim and input become: Spot and
+// Graviton first, families c/m/r of generation 6 or later, pinned AL2023.
+func defaultNodes() nodes {
+	p := pool{
+		capacityTypes:    []string{"spot", "on-demand"},
+		architectures:    []string{"arm64", "amd64"},
+		categories:       []string{"c", "m", "r"},
+		generationGt:     "5",
+		cpu:              "100",
+		memory:           "400Gi",
+		consolidateAfter: "1m",
+		amiAlias:         "al2023@v20251117",
+	}
+	public := p
+	public.cpu, public.memory = "32", "128Gi"
+	return nodes{
+		private:             p,
+		public:              &public,
+		privateSubnetTags:   map[string]string{"kubernetes.io/role/internal-elb": "1"},
+		publicSubnetTags:    map[string]string{"kubernetes.io/role/elb": "1"},
+		publicSecurityGroup: exampleCluster + "-public-nodes",
+		rootVolumeSize:      "50Gi",
+		tags:                map[string]string{"managed-by": "crossplane", "platform": "socle"},
+	}
+}
+
+func (n nodes) nodePool(name string, p pool) nodePool {
+	taints := []taint{}
+	if name == "public" {
+		taints = []taint{{Key: "socle.do-now.io/node-pool", Value: "public", Effect: "NoSchedule"}}
+	}
+	np := nodePool{APIVersion: "karpenter.sh/v1", Kind: "NodePool", Metadata: objectMeta{Name: name}}
+	np.Spec.Template.Metadata.Labels = map[string]string{"socle.do-now.io/node-pool": name}
+	np.Spec.Template.Spec = nodeClaimSpec{
+		NodeClassRef: nodeClassRef{Group: "karpenter.k8s.aws", Kind: "EC2NodeClass", Name: name},
+		Requirements: []requirement{
+			{Key: "karpenter.sh/capacity-type", Operator: "In", Values: p.capacityTypes},
+			{Key: "kubernetes.io/arch", Operator: "In", Values: p.architectures},
+			{Key: "kubernetes.io/os", Operator: "In", Values: []string{"linux"}},
+			{Key: "karpenter.k8s.aws/instance-category", Operator: "In", Values: p.categories},
+			{Key: "karpenter.k8s.aws/instance-generation", Operator: "Gt", Values: []string{p.generationGt}},
+		},
+		Taints:        taints,
+		StartupTaints: []taint{{Key: "node.cilium.io/agent-not-ready", Value: "true", Effect: "NoExecute"}},
+		ExpireAfter:   "720h",
+	}
+	np.Spec.Limits = map[string]string{"cpu": p.cpu, "memory": p.memory}
+	np.Spec.Disruption = disruption{ConsolidationPolicy: "WhenEmptyOrUnderutilized", ConsolidateAfter: p.consolidateAfter}
+	return np
+}
+
+func (n nodes) nodeClass(name string, p pool) ec2NodeClass {
+	subnets := maps.Clone(n.privateSubnetTags)
+	groups := []selectorTerm{{Tags: map[string]string{"aws:eks:cluster-name": exampleCluster}}}
+	public := false
+	if name == "public" {
+		subnets = maps.Clone(n.publicSubnetTags)
+		groups = []selectorTerm{{Name: n.publicSecurityGroup}}
+		public = true
+	}
+	subnets["karpenter.sh/discovery"] = exampleCluster
+	tags := maps.Clone(n.tags)
+	tags["socle.do-now.io/cluster"] = exampleCluster
+	tags["socle.do-now.io/node-pool"] = name
+
+	nc := ec2NodeClass{APIVersion: "karpenter.k8s.aws/v1", Kind: "EC2NodeClass", Metadata: objectMeta{Name: name}}
+	nc.Spec = ec2NodeClassSpec{
+		InstanceProfile:            exampleInstanceProfile,
+		AMISelectorTerms:           []amiSelectorTerm{{Alias: p.amiAlias}},
+		SubnetSelectorTerms:        []selectorTerm{{Tags: subnets}},
+		SecurityGroupSelectorTerms: groups,
+		AssociatePublicIPAddress:   &public,
+		MetadataOptions: metadataOptions{
+			HTTPEndpoint:            "enabled",
+			HTTPProtocolIPv6:        "disabled",
+			HTTPPutResponseHopLimit: 1,
+			HTTPTokens:              "required",
+		},
+		BlockDeviceMappings: []blockDeviceMapping{{DeviceName: "/dev/xvda"}},
+		Tags:                tags,
+	}
+	ebs := &nc.Spec.BlockDeviceMappings[0].EBS
+	ebs.VolumeSize, ebs.VolumeType, ebs.Encrypted, ebs.DeleteOnTermination = n.rootVolumeSize, "gp3", true, true
+	return nc
+}
+
+func TestNodesKustomizationBuildsValidPools(t *testing.T) {
+	schemas := karpenterSchemas(t)
+
+	cases := map[string]struct {
+		reason string
+		spec   edits
+		input  edits
+		want   func(*nodes)
+	}{
+		"Defaults": {
+			reason: "The example claim sets no pool: both pools take the defaults PRODUCT.md names.",
+		},
+		"ReservedCapacity": {
+			reason: "A pool may use capacity reservations first; Karpenter 1.15 accepts the reserved capacity type.",
+			spec:   edits{"pools.private.capacityTypes": []string{"reserved", "on-demand"}},
+			want:   func(n *nodes) { n.private.capacityTypes = []string{"reserved", "on-demand"} },
+		},
+		"OnDemandOnly": {
+			reason: "A pool may refuse Spot altogether.",
+			spec:   edits{"pools.public.capacityTypes": []string{"on-demand"}},
+			want:   func(n *nodes) { n.public.capacityTypes = []string{"on-demand"} },
+		},
+		"AllCapacityTypes": {
+			reason: "All three capacity types together, in the claim's order.",
+			spec:   edits{"pools.private.capacityTypes": []string{"spot", "reserved", "on-demand"}},
+			want:   func(n *nodes) { n.private.capacityTypes = []string{"spot", "reserved", "on-demand"} },
+		},
+		"Amd64Only": {
+			reason: "A pool for workloads without arm64 images runs x86 only.",
+			spec:   edits{"pools.private.architectures": []string{"amd64"}},
+			want:   func(n *nodes) { n.private.architectures = []string{"amd64"} },
+		},
+		"Arm64Only": {
+			reason: "A pool may run Graviton only.",
+			spec:   edits{"pools.public.architectures": []string{"arm64"}},
+			want:   func(n *nodes) { n.public.architectures = []string{"arm64"} },
+		},
+		"Categories": {
+			reason: "Instance categories replace the default c/m/r, per pool.",
+			spec: edits{
+				"pools.private.instanceCategories": []string{"m"},
+				"pools.public.instanceCategories":  []string{"c", "m", "r", "t"},
+			},
+			want: func(n *nodes) {
+				n.private.categories = []string{"m"}
+				n.public.categories = []string{"c", "m", "r", "t"}
+			},
+		},
+		"MinGeneration": {
+			reason: "Generation N or later is the exclusive bound Gt N-1.",
+			spec:   edits{"pools.private.minGeneration": 7, "pools.public.minGeneration": 20},
+			want: func(n *nodes) {
+				n.private.generationGt = "6"
+				n.public.generationGt = "19"
+			},
+		},
+		"MinGenerationOne": {
+			reason: "The lowest generation allowed gives Gt 0, which Karpenter's rule (a single integer >= 0) accepts.",
+			spec:   edits{"pools.private.minGeneration": 1},
+			want:   func(n *nodes) { n.private.generationGt = "0" },
+		},
+		"Limits": {
+			reason: "CPU and memory limits are passed as the quantities the claim wrote.",
+			spec: edits{
+				"pools.private.limits": map[string]string{"cpu": "2500m", "memory": "1.5Ti"},
+				"pools.public.limits":  map[string]string{"cpu": "8", "memory": "32768Mi"},
+			},
+			want: func(n *nodes) {
+				n.private.cpu, n.private.memory = "2500m", "1.5Ti"
+				n.public.cpu, n.public.memory = "8", "32768Mi"
+			},
+		},
+		"LimitsAtTheBounds": {
+			reason: "The largest limits the function accepts still pass Karpenter's schema.",
+			spec:   edits{"pools.private.limits": map[string]string{"cpu": "10000", "memory": "40Ti"}},
+			want:   func(n *nodes) { n.private.cpu, n.private.memory = "10000", "40Ti" },
+		},
+		"ConsolidateAfter": {
+			reason: "The consolidation delay takes compound durations, as Karpenter's pattern does.",
+			spec: edits{
+				"pools.private.consolidateAfter": "1h30m",
+				"pools.public.consolidateAfter":  "30s",
+			},
+			want: func(n *nodes) {
+				n.private.consolidateAfter = "1h30m"
+				n.public.consolidateAfter = "30s"
+			},
+		},
+		"AMIAlias": {
+			reason: "Each pool may pin its own AL2023 release.",
+			spec: edits{
+				"pools.private.amiAlias": "al2023@v20250101",
+				"pools.public.amiAlias":  "al2023@v20251201",
+			},
+			want: func(n *nodes) {
+				n.private.amiAlias = "al2023@v20250101"
+				n.public.amiAlias = "al2023@v20251201"
+			},
+		},
+		"PlatformDefaultAMIAlias": {
+			reason: "Pools that pin nothing take the platform's default alias.",
+			input:  edits{"nodes.defaultAmiAlias": "al2023@v20250615"},
+			want: func(n *nodes) {
+				n.private.amiAlias = "al2023@v20250615"
+				n.public.amiAlias = "al2023@v20250615"
+			},
+		},
+		"LatestAllowedByPlatform": {
+			reason: "al2023@latest reaches the EC2NodeClass when the platform's input allows it.",
+			spec:   edits{"pools.private.amiAlias": "al2023@latest"},
+			input:  edits{"nodes.allowLatestAmi": true},
+			want:   func(n *nodes) { n.private.amiAlias = "al2023@latest" },
+		},
+		"PublicPoolDisabled": {
+			reason: "A claim that turns the public pool off gets neither the public NodePool nor its EC2NodeClass.",
+			spec:   edits{"pools.public.enabled": false},
+			want:   func(n *nodes) { n.public = nil },
+		},
+		"PlatformNodeSettings": {
+			reason: "The platform's subnet tags, public security group suffix and root volume size reach the EC2NodeClasses.",
+			input: edits{
+				"nodes.privateSubnetTags":         map[string]string{"network": "private"},
+				"nodes.publicSubnetTags":          map[string]string{"network": "public", "tier": "edge"},
+				"nodes.publicSecurityGroupSuffix": "-edge",
+				"nodes.rootVolumeSize":            "100Gi",
+			},
+			want: func(n *nodes) {
+				n.privateSubnetTags = map[string]string{"network": "private"}
+				n.publicSubnetTags = map[string]string{"network": "public", "tier": "edge"}
+				n.publicSecurityGroup = exampleCluster + "-edge"
+				n.rootVolumeSize = "100Gi"
+			},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			want := defaultNodes()
+			if tc.want != nil {
+				tc.want(&want)
+			}
+			c := load(t, tc.spec, tc.input)
+			k := nodesKustomization(t, c)
+			got := byKindName(fluxBuild(t, k))
+
+			wantObjects := []string{"NodePool/private", "EC2NodeClass/private"}
+			if want.public != nil {
+				wantObjects = append(wantObjects, "NodePool/public", "EC2NodeClass/public")
+			}
+			if diff := cmp.Diff(wantObjects, keys(got), cmpopts.SortSlices(func(a, b string) bool { return a < b })); diff != "" {
+				t.Fatalf("\n%s\nbuilt objects: -want, +got:\n%s", tc.reason, diff)
+			}
+			for _, o := range got {
+				schemas.mustAdmit(t, o)
+			}
+
+			pools := map[string]pool{"private": want.private}
+			if want.public != nil {
+				pools["public"] = *want.public
+			}
+			for name, p := range pools {
+				var np nodePool
+				decodeStrict(t, got["NodePool/"+name], &np)
+				if diff := cmp.Diff(want.nodePool(name, p), np, cmpopts.SortSlices(func(a, b requirement) bool { return a.Key < b.Key })); diff != "" {
+					t.Errorf("\n%s\nNodePool %s: -want, +got:\n%s", tc.reason, name, diff)
+				}
+				var nc ec2NodeClass
+				decodeStrict(t, got["EC2NodeClass/"+name], &nc)
+				checkUserData(t, tc.reason, name, nc.Spec.UserData)
+				nc.Spec.UserData = nil
+				if diff := cmp.Diff(want.nodeClass(name, p), nc); diff != "" {
+					t.Errorf("\n%s\nEC2NodeClass %s: -want, +got:\n%s", tc.reason, name, diff)
+				}
+			}
+		})
+	}
+}
+
+// nodesKustomization is step five's Kustomization for a claim.
+func nodesKustomization(t *testing.T, c *spec.Config) *kustomizev1.Kustomization {
+	t.Helper()
+	objs, err := flux.Nodes(c)
+	if err != nil {
+		t.Fatalf("flux.Nodes: %v", err)
+	}
+	k, ok := objs[flux.NodesKustomization].(*kustomizev1.Kustomization)
+	if !ok {
+		t.Fatalf("flux.Nodes: %q is a %T, want a *Kustomization", flux.NodesKustomization, objs[flux.NodesKustomization])
+	}
+	return k
+}
+
+// checkUserData parses a pool's user data: the private pool has none; the
+// public pool's is a MIME multi-part document whose one NodeConfig part makes
+// the kubelet label the node out of external load balancers.
+func checkUserData(t *testing.T, reason, pool string, userData *string) {
+	t.Helper()
+	if pool != "public" {
+		if userData != nil {
+			t.Errorf("\n%s\nEC2NodeClass %s: want no userData, got %q", reason, pool, *userData)
+		}
+		return
+	}
+	if userData == nil {
+		t.Errorf("\n%s\nEC2NodeClass public: want a NodeConfig in userData, got none", reason)
+		return
+	}
+	msg, err := mail.ReadMessage(strings.NewReader(*userData))
+	if err != nil {
+		t.Fatalf("EC2NodeClass public: userData is not a MIME document: %v\n%s", err, *userData)
+	}
+	if v := msg.Header.Get("MIME-Version"); v != "1.0" {
+		t.Errorf("EC2NodeClass public: userData MIME-Version = %q, want 1.0", v)
+	}
+	mediaType, params, err := mime.ParseMediaType(msg.Header.Get("Content-Type"))
+	if err != nil || mediaType != "multipart/mixed" || params["boundary"] == "" {
+		t.Fatalf("EC2NodeClass public: userData Content-Type = %q (%v), want multipart/mixed with a boundary", msg.Header.Get("Content-Type"), err)
+	}
+	r := multipart.NewReader(msg.Body, params["boundary"])
+	var configs []nodeConfig
+	for {
+		part, err := r.NextPart()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("EC2NodeClass public: cannot read a userData part: %v\n%s", err, *userData)
+		}
+		if ct := part.Header.Get("Content-Type"); ct != "application/node.eks.aws" {
+			t.Errorf("EC2NodeClass public: userData part of type %q, want only application/node.eks.aws", ct)
+			continue
+		}
+		b, err := io.ReadAll(part)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var nc nodeConfig
+		if err := yaml.UnmarshalStrict(b, &nc); err != nil {
+			t.Fatalf("EC2NodeClass public: the NodeConfig part does not decode: %v\n%s", err, b)
+		}
+		configs = append(configs, nc)
+	}
+	want := nodeConfig{APIVersion: "node.eks.aws/v1alpha1", Kind: "NodeConfig"}
+	want.Spec.Kubelet.Flags = []string{"--node-labels=node.kubernetes.io/exclude-from-external-load-balancers=true"}
+	if diff := cmp.Diff([]nodeConfig{want}, configs); diff != "" {
+		t.Errorf("\n%s\nEC2NodeClass public: userData NodeConfigs: -want, +got:\n%s", reason, diff)
+	}
+}
+
+// decodeStrict decodes a built object into a typed struct, refusing any
+// field the struct does not know.
+func decodeStrict(t *testing.T, u *unstructured.Unstructured, into any) {
+	t.Helper()
+	b, err := json.Marshal(u.Object)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.DisallowUnknownFields()
+	if err := d.Decode(into); err != nil {
+		t.Fatalf("%s %s does not decode into %T: %v\n%s", u.GetKind(), u.GetName(), into, err, b)
+	}
+}
+
+func keys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
