@@ -35,7 +35,7 @@ check-generated: generate ## Fail when the committed generated files differ from
 	  git status --porcelain -- apis package >&2; git --no-pager diff -- apis package | head -50 >&2; exit 1; fi
 
 .PHONY: test
-test: check-generated unit fuzz render-test package-test ## Run every test.
+test: check-generated unit fuzz render-test package-test flux-test ## Run every test.
 
 .PHONY: unit
 unit: ## Unit and multi-reconcile tests.
@@ -51,6 +51,10 @@ fuzz: ## Each fuzz target for FUZZ_TIME, from the committed seed corpus.
 .PHONY: render-test
 render-test: $(CROSSPLANE) $(CROSSPLANE_VALIDATE_SEED) provider-aws-crds flux-crds k8s-schemas ## Golden crossplane render per step, validated.
 	$(RENDER_ENV) go test $(GO_TEST_FLAGS) -tags render ./test/render/...
+
+.PHONY: flux-test
+flux-test: ## What Flux would apply: kustomize build + Karpenter CRD validation (CEL included), the chart rendered with the values.
+	cd test/flux && go vet ./... && go test $(GO_TEST_FLAGS) ./...
 
 .PHONY: update-golden
 update-golden: $(CROSSPLANE) $(CROSSPLANE_VALIDATE_SEED) provider-aws-crds flux-crds k8s-schemas ## Rewrite fixtures and golden render output.
