@@ -123,8 +123,15 @@ func validateCluster(in v1beta1.Input) field.ErrorList {
 	}
 
 	n := p.Child("nodes")
-	errs = append(errs, validateTags(n.Child("privateSubnetTags"), in.Nodes.PrivateSubnetTags)...)
-	errs = append(errs, validateTags(n.Child("publicSubnetTags"), in.Nodes.PublicSubnetTags)...)
+	for name, tags := range map[string]map[string]string{"privateSubnetTags": in.Nodes.PrivateSubnetTags, "publicSubnetTags": in.Nodes.PublicSubnetTags} {
+		errs = append(errs, validateTags(n.Child(name), tags)...)
+		for k, v := range tags {
+			if v == "" {
+				// Karpenter's selector terms refuse empty tag values.
+				errs = append(errs, field.Invalid(n.Child(name).Key(k), v, "subnet selector tag values must not be empty; use \"*\" to match any value"))
+			}
+		}
+	}
 	if s := *in.Nodes.PublicSecurityGroupSuffix; s != "" && (len(s) > 100 || !tagCharacter.MatchString(s)) {
 		errs = append(errs, field.Invalid(n.Child("publicSecurityGroupSuffix"), s, "must be up to 100 letters, digits and _.:/=+-@"))
 	}
@@ -132,8 +139,9 @@ func validateCluster(in v1beta1.Input) field.ErrorList {
 		errs = append(errs, field.Invalid(n.Child("defaultAmiAlias"), in.Nodes.DefaultAMIAlias, "must be a pinned AL2023 alias al2023@vYYYYMMDD"))
 	}
 	errs = append(errs, validateTenancy(in.Tenancy)...)
-	if q, err := resource.ParseQuantity(in.Nodes.RootVolumeSize); err != nil || q.Cmp(resource.MustParse("20Gi")) < 0 || q.Cmp(resource.MustParse("16Ti")) > 0 {
-		errs = append(errs, field.Invalid(n.Child("rootVolumeSize"), in.Nodes.RootVolumeSize, "must be a quantity between 20Gi and 16Ti"))
+	if q, err := resource.ParseQuantity(in.Nodes.RootVolumeSize); err != nil || !volumeSize.MatchString(in.Nodes.RootVolumeSize) ||
+		q.Cmp(resource.MustParse("20Gi")) < 0 || q.Cmp(resource.MustParse("16Ti")) > 0 {
+		errs = append(errs, field.Invalid(n.Child("rootVolumeSize"), in.Nodes.RootVolumeSize, "must be whole Gi, G, Ti or T (as EC2NodeClass takes it) between 20Gi and 16Ti"))
 	}
 	return errs
 }
@@ -180,7 +188,11 @@ func KubernetesName(cluster string) string {
 	return strings.ReplaceAll(strings.ToLower(cluster), "_", "-")
 }
 
-var accountID = regexp.MustCompile(`^[0-9]{12}$`)
+var (
+	accountID = regexp.MustCompile(`^[0-9]{12}$`)
+	// volumeSize is the form EC2NodeClass block device sizes take.
+	volumeSize = regexp.MustCompile(`^[1-9][0-9]*(Gi|G|Ti|T)$`)
+)
 
 func validateTenancy(t *v1beta1.Tenancy) field.ErrorList {
 	if t == nil {

@@ -121,6 +121,30 @@ func TestLoadInvalidClusterHalf(t *testing.T) {
 			input:  map[string]any{"nodes": map[string]any{"rootVolumeSize": "8Gi"}},
 			want:   []errorID{{field.ErrorTypeInvalid, "input.nodes.rootVolumeSize"}},
 		},
+		"RootVolumeInMi": {
+			reason: "EC2NodeClass takes volume sizes in whole Gi, G, Ti or T only.",
+			spec:   xr(),
+			input:  map[string]any{"nodes": map[string]any{"rootVolumeSize": "20480Mi"}},
+			want:   []errorID{{field.ErrorTypeInvalid, "input.nodes.rootVolumeSize"}},
+		},
+		"TagReservedByKarpenter": {
+			reason: "Karpenter refuses node classes carrying tags it sets itself.",
+			spec:   xr(),
+			input:  map[string]any{"tags": map[string]any{"karpenter.sh/nodepool": "x"}},
+			want:   []errorID{{field.ErrorTypeInvalid, "input.tags[karpenter.sh/nodepool]"}},
+		},
+		"TagOfAClusterOwnership": {
+			reason: "kubernetes.io/cluster/<name> scopes the controller policy: the platform must not set it.",
+			spec:   xr(),
+			input:  map[string]any{"tags": map[string]any{"kubernetes.io/cluster/other": "owned"}},
+			want:   []errorID{{field.ErrorTypeInvalid, "input.tags[kubernetes.io/cluster/other]"}},
+		},
+		"EmptySubnetTagValue": {
+			reason: "Karpenter's selector terms refuse empty tag values.",
+			spec:   xr(),
+			input:  map[string]any{"nodes": map[string]any{"privateSubnetTags": map[string]any{"network": ""}}},
+			want:   []errorID{{field.ErrorTypeInvalid, "input.nodes.privateSubnetTags[network]"}},
+		},
 		"DefaultAMILatestNotAllowed": {
 			reason: "The platform's own default AMI must be pinned unless it allows latest.",
 			spec:   xr(),

@@ -233,6 +233,16 @@ func validateInput(c *Config) field.ErrorList {
 	return errs
 }
 
+// reservedTag tells whether Karpenter or EKS own a tag key: Karpenter's
+// EC2NodeClass refuses them, and they scope its controller policy.
+func reservedTag(k string) bool {
+	switch k {
+	case "karpenter.sh/nodepool", "karpenter.sh/nodeclaim", "karpenter.k8s.aws/ec2nodeclass", "eks:eks-cluster-name":
+		return true
+	}
+	return strings.HasPrefix(k, "kubernetes.io/cluster/")
+}
+
 // validateTags applies AWS's tag rules shared by IAM, SQS, EventBridge and EKS.
 // AWS counts their lengths in Unicode characters, not bytes.
 func validateTags(p *field.Path, tags map[string]string) field.ErrorList {
@@ -247,6 +257,8 @@ func validateTags(p *field.Path, tags map[string]string) field.ErrorList {
 			errs = append(errs, field.Invalid(kp, k, "tag keys are 1-128 letters, digits, spaces and _.:/=+-@"))
 		case strings.HasPrefix(strings.ToLower(k), "aws:"):
 			errs = append(errs, field.Invalid(kp, k, "the aws: prefix is reserved by AWS"))
+		case reservedTag(k):
+			errs = append(errs, field.Invalid(kp, k, "Karpenter and EKS set this tag themselves; Karpenter refuses node classes that set it"))
 		}
 		if utf8.RuneCountInString(v) > 256 || !tagCharacter.MatchString(v) {
 			errs = append(errs, field.Invalid(kp, v, "tag values are up to 256 letters, digits, spaces and _.:/=+-@"))
