@@ -120,7 +120,11 @@ func renderFixture(t *testing.T, observed map[resource.Name]map[string]any) []by
 			md = map[string]any{}
 			o["metadata"] = md
 		}
-		md["name"] = "team-a-karpenter-x7k2p-" + n
+		// Objects the function names keep their name; the others get one
+		// the way Crossplane names composed resources.
+		if _, named := md["name"]; !named {
+			md["name"] = "team-a-karpenter-x7k2p-" + n
+		}
 		annotations, _ := md["annotations"].(map[string]any)
 		if annotations == nil {
 			annotations = map[string]any{}
