@@ -54,9 +54,9 @@ const (
 // claim turned the public pool off.
 func Patches(c *spec.Config) ([]kustomize.Patch, error) {
 	var docs []any
-	docs = append(docs, pool(c, Private, c.Spec.Pools.Private), nodeClass(c, Private))
+	docs = append(docs, pool(Private, c.Spec.Pools.Private), nodeClass(c, Private))
 	if c.PublicEnabled() {
-		docs = append(docs, pool(c, Public, c.Spec.Pools.Public.Pool), nodeClass(c, Public))
+		docs = append(docs, pool(Public, c.Spec.Pools.Public.Pool), nodeClass(c, Public))
 	} else {
 		docs = append(docs,
 			deletion{Patch: "delete", APIVersion: nodePoolAPIVersion, Kind: nodePoolKind, Metadata: objectMeta{Name: Public}},
@@ -73,7 +73,7 @@ func Patches(c *spec.Config) ([]kustomize.Patch, error) {
 	return patches, nil
 }
 
-func pool(c *spec.Config, name string, p v1alpha1.Pool) nodePool {
+func pool(name string, p v1alpha1.Pool) nodePool {
 	ct := make([]string, len(p.CapacityTypes))
 	for i, v := range p.CapacityTypes {
 		ct[i] = string(v)
