@@ -1,0 +1,288 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+var (
+	claimGVR = schema.GroupVersionResource{Group: "platform.socle.do-now.io", Version: "v1alpha1", Resource: "karpenters"}
+	xrGVR    = schema.GroupVersionResource{Group: "platform.socle.do-now.io", Version: "v1alpha1", Resource: "xkarpenters"}
+)
+
+// The composed resource names of each step (API: see the README), and the condition that
+// reports the step.
+var steps = []struct {
+	condition string
+	names     []string
+}{
+	{"IdentityAndQueueReady", []string{"controller-role", "controller-role-policy", "interruption-queue",
+		"rule-capacity-reservation", "rule-health", "rule-rebalance", "rule-spot-interruption", "rule-state-change"}},
+	{"InterruptionWiringReady", []string{"interruption-queue-policy", "pod-identity-association",
+		"target-capacity-reservation", "target-health", "target-rebalance", "target-spot-interruption", "target-state-change"}},
+	{"AccessCheckReady", []string{"access-check", "controller-namespace", "controller-service-account"}},
+	{"ControllerReady", []string{"controller-kustomization"}},
+	{"NodePoolsReady", []string{"nodes-kustomization"}},
+}
+
+// throughStep is every composed resource name of steps 0..i.
+func throughStep(i int) []string {
+	var out []string
+	for _, s := range steps[:i+1] {
+		out = append(out, s.names...)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func isUsage(name string) bool { return strings.HasPrefix(name, "usage-") }
+
+// claim is one Karpenter claim a test created, and what it composed.
+type claim struct {
+	t    *testing.T
+	ctx  context.Context
+	ns   string
+	name string
+	xr   string // the bound XR, once known
+}
+
+// newClaim creates examples/claim.yaml (what a tenant writes) in ns, with the given name and
+// cluster.
+func newClaim(t *testing.T, ns, name, cluster string) *claim {
+	t.Helper()
+	return newClaimFrom(t, ns, name, func(u *unstructured.Unstructured) {
+		_ = unstructured.SetNestedField(u.Object, cluster, "spec", "cluster", "name")
+	})
+}
+
+// newClaimFrom creates examples/claim.yaml in ns with the given name, changed by mutate, waits
+// for Crossplane to bind it to an XR, and registers its deletion — waiting for everything it
+// composed to be gone — so the next test starts from an empty cluster even when this one fails.
+func newClaimFrom(t *testing.T, ns, name string, mutate func(*unstructured.Unstructured)) *claim {
+	t.Helper()
+	ctx := context.Background()
+	objs, err := readObjects(filepath.Join("..", "examples", "claim.yaml"))
+	if err != nil || len(objs) != 1 {
+		t.Fatalf("cannot read examples/claim.yaml: %v", err)
+	}
+	u := objs[0]
+	u.SetNamespace(ns)
+	u.SetName(name)
+	mutate(u)
+	if err := cp.ensureNamespace(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cp.dyn.Resource(claimGVR).Namespace(ns).Create(ctx, u, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("the API server refused the claim: %v", err)
+	}
+	c := &claim{t: t, ctx: ctx, ns: ns, name: name}
+	t.Cleanup(func() {
+		if c.exists() {
+			c.deleteAndWait()
+		}
+	})
+	c.xr = c.waitBound()
+	return c
+}
+
+func (c *claim) get() *unstructured.Unstructured {
+	c.t.Helper()
+	u, err := cp.dyn.Resource(claimGVR).Namespace(c.ns).Get(c.ctx, c.name, metav1.GetOptions{})
+	if err != nil {
+		c.t.Fatalf("cannot get claim %s/%s: %v", c.ns, c.name, err)
+	}
+	return u
+}
+
+// getXR returns the claim's XR, or an empty object when it cannot be read.
+func (c *claim) getXR() *unstructured.Unstructured {
+	u, err := cp.dyn.Resource(xrGVR).Get(c.ctx, c.xr, metav1.GetOptions{})
+	if err != nil {
+		return &unstructured.Unstructured{Object: map[string]any{}}
+	}
+	return u
+}
+
+func (c *claim) exists() bool {
+	_, err := cp.dyn.Resource(claimGVR).Namespace(c.ns).Get(c.ctx, c.name, metav1.GetOptions{})
+	return !apierrors.IsNotFound(err)
+}
+
+// waitBound waits for Crossplane to create the claim's XR and returns its name.
+func (c *claim) waitBound() string {
+	c.t.Helper()
+	var xr string
+	c.wait(30*time.Second, "claim bound to an XR", func() (bool, error) {
+		u, err := cp.dyn.Resource(claimGVR).Namespace(c.ns).Get(c.ctx, c.name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		xr, _, _ = unstructured.NestedString(u.Object, "spec", "resourceRef", "name")
+		return xr != "", nil
+	})
+	return xr
+}
+
+func (c *claim) wait(timeout time.Duration, what string, cond func() (bool, error)) {
+	c.t.Helper()
+	if err := waitFor(c.ctx, timeout, what, cond); err != nil {
+		c.t.Fatalf("%v\n%s", err, c.describe())
+	}
+}
+
+// composed lists what exists for the claim's XR, Usages apart.
+func (c *claim) composed() (resources, usages map[string]*unstructured.Unstructured) {
+	c.t.Helper()
+	all, err := composedOf(c.ctx, cp, c.xr)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	resources, usages = map[string]*unstructured.Unstructured{}, map[string]*unstructured.Unstructured{}
+	for n, u := range all {
+		if isUsage(n) {
+			usages[n] = u
+		} else {
+			resources[n] = u
+		}
+	}
+	return resources, usages
+}
+
+// waitComposed waits until exactly want (Usages apart) exists in the API server.
+func (c *claim) waitComposed(want []string, timeout time.Duration) map[string]*unstructured.Unstructured {
+	c.t.Helper()
+	var got map[string]*unstructured.Unstructured
+	c.wait(timeout, fmt.Sprintf("exactly %d composed resources: %s", len(want), strings.Join(want, ", ")), func() (bool, error) {
+		got, _ = c.composed()
+		return equalSets(sortedKeys(got), want), nil
+	})
+	return got
+}
+
+// condition returns a condition of the claim, or nil.
+func (c *claim) condition(typ string) map[string]any { return condition(c.get(), typ) }
+
+// waitCondition waits until the claim's condition typ has status and a message containing
+// every one of contains.
+func (c *claim) waitCondition(typ, status string, timeout time.Duration, contains ...string) map[string]any {
+	c.t.Helper()
+	var got map[string]any
+	c.wait(timeout, fmt.Sprintf("claim condition %s=%s containing %q", typ, status, contains), func() (bool, error) {
+		got = c.condition(typ)
+		if got == nil || got["status"] != status {
+			return false, nil
+		}
+		msg, _ := got["message"].(string)
+		for _, s := range contains {
+			if !strings.Contains(msg, s) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	return got
+}
+
+// markReady has the fake provider make the named composed resources Ready.
+func (c *claim) markReady(names ...string) {
+	c.t.Helper()
+	got, _ := c.composed()
+	for _, n := range names {
+		u, ok := got[n]
+		if !ok {
+			c.t.Fatalf("cannot mark %s Ready: it does not exist", n)
+		}
+		if err := fake.ready(c.ctx, u); err != nil {
+			c.t.Fatal(err)
+		}
+	}
+}
+
+// deleteAndWait deletes the claim and waits until the claim, its XR and everything it composed
+// are gone from the API server; it logs how long that took and the order in which the fake
+// provider saw the composed resources deleted.
+func (c *claim) deleteAndWait() []release {
+	c.t.Helper()
+	start := time.Now()
+	fake.releases()
+	if err := cp.dyn.Resource(claimGVR).Namespace(c.ns).Delete(c.ctx, c.name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		c.t.Fatalf("cannot delete claim: %v", err)
+	}
+	c.wait(3*time.Minute, "claim, XR and every composed resource gone", func() (bool, error) {
+		if c.exists() {
+			return false, nil
+		}
+		if _, err := cp.dyn.Resource(xrGVR).Get(c.ctx, c.xr, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		all, err := composedOf(c.ctx, cp, c.xr)
+		return err == nil && len(all) == 0, nil
+	})
+	rel := fake.releases()
+	c.t.Logf("claim %s/%s deleted: everything gone in %.1fs", c.ns, c.name, time.Since(start).Seconds())
+	return rel
+}
+
+// describe is the claim, its XR and what it composed, for failure messages.
+func (c *claim) describe() string {
+	var b strings.Builder
+	if u, err := cp.dyn.Resource(claimGVR).Namespace(c.ns).Get(c.ctx, c.name, metav1.GetOptions{}); err == nil {
+		fmt.Fprintf(&b, "claim %s/%s conditions:\n%s", c.ns, c.name, conditionsText(u))
+	}
+	if c.xr != "" {
+		if u, err := cp.dyn.Resource(xrGVR).Get(c.ctx, c.xr, metav1.GetOptions{}); err == nil {
+			fmt.Fprintf(&b, "XR %s conditions:\n%s", c.xr, conditionsText(u))
+		}
+		if all, err := composedOf(c.ctx, cp, c.xr); err == nil {
+			fmt.Fprintf(&b, "composed (%d):\n", len(all))
+			for _, n := range sortedKeys(all) {
+				u := all[n]
+				fmt.Fprintf(&b, "  %-64s %s %s ready=%s synced=%s\n", n, u.GetKind(), u.GetName(), conditionStatus(u, "Ready"), conditionStatus(u, "Synced"))
+			}
+		}
+	}
+	return b.String()
+}
+
+func conditionsText(u *unstructured.Unstructured) string {
+	var b strings.Builder
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, c := range conds {
+		m, _ := c.(map[string]any)
+		fmt.Fprintf(&b, "  %s=%v (%v) %v\n", m["type"], m["status"], m["reason"], m["message"])
+	}
+	return b.String()
+}
+
+func equalSets(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	a, b = append([]string(nil), a...), append([]string(nil), b...)
+	sort.Strings(a)
+	sort.Strings(b)
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// timed logs how long a scenario took, in the test's output.
+func timed(t *testing.T) {
+	start := time.Now()
+	t.Cleanup(func() { fmt.Printf("e2e: %-40s %6.1fs\n", t.Name(), time.Since(start).Seconds()) })
+}

@@ -1,0 +1,233 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// binaries are the programs the suite runs, built by hack/e2e.mk and passed in the environment.
+type binaries struct {
+	etcd, apiserver, controllerManager, crossplane, function string
+}
+
+func binariesFromEnv() (binaries, error) {
+	b := binaries{
+		etcd:              os.Getenv("E2E_ETCD"),
+		apiserver:         os.Getenv("E2E_KUBE_APISERVER"),
+		controllerManager: os.Getenv("E2E_KUBE_CONTROLLER_MANAGER"),
+		crossplane:        os.Getenv("E2E_CROSSPLANE"),
+		function:          os.Getenv("E2E_FUNCTION"),
+	}
+	for name, p := range map[string]string{"E2E_ETCD": b.etcd, "E2E_KUBE_APISERVER": b.apiserver,
+		"E2E_KUBE_CONTROLLER_MANAGER": b.controllerManager, "E2E_CROSSPLANE": b.crossplane, "E2E_FUNCTION": b.function} {
+		if p == "" {
+			return b, fmt.Errorf("%s is not set: run the suite with `make e2e-test`", name)
+		}
+		if _, err := os.Stat(p); err != nil {
+			return b, fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	return b, nil
+}
+
+// controlPlane is everything the suite started, on 127.0.0.1.
+type controlPlane struct {
+	dir    string // temporary root: data, certificates, logs
+	logDir string
+	bins   binaries
+	ca     *testCA
+	procs  []*proc // in start order; stopped in reverse
+
+	kubeconfig string // admin (system:masters)
+	cfg        *rest.Config
+	kube       kubernetes.Interface
+	dyn        dynamic.Interface
+	mapper     *restmapper.DeferredDiscoveryRESTMapper
+
+	functionAddr string
+	timings      []string
+}
+
+func (c *controlPlane) timed(what string, start time.Time) {
+	c.timings = append(c.timings, fmt.Sprintf("%-44s %6.1fs", what, time.Since(start).Seconds()))
+}
+
+// startKubernetes starts etcd, kube-apiserver and kube-controller-manager and waits for the API
+// server to be ready.
+func (c *controlPlane) startKubernetes(ctx context.Context) error {
+	start := time.Now()
+	var err error
+	if c.ca, err = newTestCA(); err != nil {
+		return err
+	}
+	pki := filepath.Join(c.dir, "pki")
+	if err := os.MkdirAll(pki, 0o700); err != nil {
+		return err
+	}
+	ports := make([]int, 3)
+	for i := range ports {
+		if ports[i], err = freePort(); err != nil {
+			return err
+		}
+	}
+	etcdClient, etcdPeer, apiPort := ports[0], ports[1], ports[2]
+
+	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", etcdClient)
+	peerURL := fmt.Sprintf("http://127.0.0.1:%d", etcdPeer)
+	etcd, err := startProc(c.logDir, "etcd", nil, c.bins.etcd,
+		"--name=e2e", "--data-dir="+filepath.Join(c.dir, "etcd"),
+		"--listen-client-urls="+etcdURL, "--advertise-client-urls="+etcdURL,
+		"--listen-peer-urls="+peerURL, "--initial-advertise-peer-urls="+peerURL,
+		"--initial-cluster=e2e="+peerURL, "--unsafe-no-fsync", "--log-level=warn")
+	if err != nil {
+		return err
+	}
+	c.procs = append(c.procs, etcd)
+	if err := waitFor(ctx, 30*time.Second, "etcd healthy", func() (bool, error) {
+		if done, err := etcd.exited(); done {
+			return false, fmt.Errorf("etcd exited: %v", err)
+		}
+		rsp, err := http.Get(etcdURL + "/health")
+		if err != nil {
+			return false, nil
+		}
+		rsp.Body.Close()
+		return rsp.StatusCode == http.StatusOK, nil
+	}); err != nil {
+		return err
+	}
+	c.timed("etcd healthy", start)
+
+	loopback := []net.IP{net.ParseIP("127.0.0.1")}
+	serving, err := c.ca.issue("kube-apiserver", nil, loopback, []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"})
+	if err != nil {
+		return err
+	}
+	admin, err := c.ca.issue("e2e-admin", []string{"system:masters"}, nil, nil)
+	if err != nil {
+		return err
+	}
+	caFile := filepath.Join(pki, "ca.crt")
+	files := map[string][]byte{"ca.crt": c.ca.certPEM, "apiserver.crt": serving.certPEM, "apiserver.key": serving.keyPEM}
+	for name, b := range files {
+		if err := os.WriteFile(filepath.Join(pki, name), b, 0o600); err != nil {
+			return err
+		}
+	}
+	saPub, saKey, err := serviceAccountKeys(pki)
+	if err != nil {
+		return err
+	}
+	server := fmt.Sprintf("https://127.0.0.1:%d", apiPort)
+	c.kubeconfig = filepath.Join(pki, "admin.kubeconfig")
+	if err := os.WriteFile(c.kubeconfig, kubeconfig(server, c.ca.certPEM, admin), 0o600); err != nil {
+		return err
+	}
+
+	apiserver, err := startProc(c.logDir, "kube-apiserver", nil, c.bins.apiserver,
+		"--etcd-servers="+etcdURL,
+		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", "--secure-port="+strconv.Itoa(apiPort),
+		"--tls-cert-file="+filepath.Join(pki, "apiserver.crt"), "--tls-private-key-file="+filepath.Join(pki, "apiserver.key"),
+		"--client-ca-file="+caFile, "--authorization-mode=RBAC",
+		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+		"--service-account-key-file="+saPub, "--service-account-signing-key-file="+saKey,
+		"--service-cluster-ip-range=10.0.0.0/24", "--endpoint-reconciler-type=none",
+		"--cert-dir="+filepath.Join(c.dir, "apiserver-certs"), "--profiling=false")
+	if err != nil {
+		return err
+	}
+	c.procs = append(c.procs, apiserver)
+
+	if c.cfg, err = clientcmd.BuildConfigFromFlags("", c.kubeconfig); err != nil {
+		return err
+	}
+	c.cfg.QPS, c.cfg.Burst = 200, 400
+	c.cfg.WarningHandler = rest.NoWarnings{}
+	if c.kube, err = kubernetes.NewForConfig(c.cfg); err != nil {
+		return err
+	}
+	if c.dyn, err = dynamic.NewForConfig(c.cfg); err != nil {
+		return err
+	}
+	if err := waitFor(ctx, 90*time.Second, "kube-apiserver ready", func() (bool, error) {
+		if done, err := apiserver.exited(); done {
+			return false, fmt.Errorf("kube-apiserver exited: %v", err)
+		}
+		body, err := c.kube.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		return err == nil && string(body) == "ok", nil
+	}); err != nil {
+		return err
+	}
+	c.timed("kube-apiserver ready", start)
+
+	// Without the garbage collector, deleting a claim orphans everything it composed; without the
+	// namespace controller a deleted namespace never goes away.
+	kcm, err := startProc(c.logDir, "kube-controller-manager", nil, c.bins.controllerManager,
+		"--kubeconfig="+c.kubeconfig, "--controllers=garbagecollector,namespace",
+		"--leader-elect=false", "--secure-port=0")
+	if err != nil {
+		return err
+	}
+	c.procs = append(c.procs, kcm)
+	return nil
+}
+
+// stop ends every process the suite started, in reverse order, by PID.
+func (c *controlPlane) stop() {
+	for i := len(c.procs) - 1; i >= 0; i-- {
+		p := c.procs[i]
+		// kube-apiserver can take a minute to drain on TERM; nothing here needs a clean exit.
+		p.stop(10 * time.Second)
+	}
+}
+
+// report prints where every process's log is and, when the run failed, the end of each.
+func (c *controlPlane) report(failed bool) {
+	fmt.Println("e2e: logs in", c.logDir)
+	for _, p := range c.procs {
+		fmt.Printf("e2e:   %-24s %s\n", p.name, p.log)
+	}
+	if !failed {
+		return
+	}
+	entries, _ := os.ReadDir(c.logDir)
+	for _, e := range entries {
+		path := filepath.Join(c.logDir, e.Name())
+		fmt.Printf("\n===== %s (last 40 lines) =====\n%s\n", path, tail(path, 40))
+	}
+}
+
+// waitFor polls cond every 100ms until it is true or timeout passes. An error from cond ends
+// the wait at once; a condition not met yet returns false and a nil error.
+func waitFor(ctx context.Context, timeout time.Duration, what string, cond func() (bool, error)) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for {
+		ok, err := cond()
+		if err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		if ok {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("timed out after %s waiting for %s", timeout, what)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}

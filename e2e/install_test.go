@@ -1,0 +1,354 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/restmapper"
+)
+
+var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+
+// providerAWSCRDs are the provider-aws v2.5.0 CRDs of every kind the function composes
+// (cluster-scoped *.aws.upbound.io, as the Composition's legacy XR composes them).
+var providerAWSCRDs = []string{
+	"iam.aws.upbound.io_roles.yaml",
+	"iam.aws.upbound.io_rolepolicies.yaml",
+	"sqs.aws.upbound.io_queues.yaml",
+	"sqs.aws.upbound.io_queuepolicies.yaml",
+	"cloudwatchevents.aws.upbound.io_rules.yaml",
+	"cloudwatchevents.aws.upbound.io_targets.yaml",
+	"eks.aws.upbound.io_podidentityassociations.yaml",
+}
+
+// readObjects decodes every document of a YAML stream.
+func readObjects(path string) ([]*unstructured.Unstructured, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	d := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096)
+	var out []*unstructured.Unstructured
+	for {
+		u := &unstructured.Unstructured{}
+		if err := d.Decode(&u.Object); err != nil {
+			if errors.Is(err, io.EOF) {
+				return out, nil
+			}
+			return nil, fmt.Errorf("cannot decode %s: %w", path, err)
+		}
+		if len(u.Object) > 0 {
+			out = append(out, u)
+		}
+	}
+}
+
+// gvr maps an object's kind to its resource through discovery, refreshed when a kind is not
+// known yet (CRDs appear during the run).
+func (c *controlPlane) gvr(u *unstructured.Unstructured) (schema.GroupVersionResource, bool, error) {
+	gvk := u.GroupVersionKind()
+	for attempt := 0; ; attempt++ {
+		if c.mapper == nil {
+			c.mapper = restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(c.kube.Discovery()))
+		}
+		m, err := c.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err == nil {
+			return m.Resource, m.Scope.Name() == "namespace", nil
+		}
+		if attempt == 1 {
+			return schema.GroupVersionResource{}, false, fmt.Errorf("cannot map %s: %w", gvk, err)
+		}
+		c.mapper.Reset()
+	}
+}
+
+// apply server-side applies an object as the test's field manager.
+func (c *controlPlane) apply(ctx context.Context, u *unstructured.Unstructured) error {
+	gvr, namespaced, err := c.gvr(u)
+	if err != nil {
+		return err
+	}
+	ri := c.dyn.Resource(gvr)
+	if namespaced {
+		_, err = ri.Namespace(u.GetNamespace()).Apply(ctx, u.GetName(), u, metav1.ApplyOptions{FieldManager: "e2e", Force: true})
+	} else {
+		_, err = ri.Apply(ctx, u.GetName(), u, metav1.ApplyOptions{FieldManager: "e2e", Force: true})
+	}
+	if err != nil {
+		return fmt.Errorf("cannot apply %s %s: %w", u.GetKind(), u.GetName(), err)
+	}
+	return nil
+}
+
+// installCRDs applies every CRD of the given files and waits until all are established.
+func (c *controlPlane) installCRDs(ctx context.Context, files ...string) error {
+	var names []string
+	for _, f := range files {
+		objs, err := readObjects(f)
+		if err != nil {
+			return err
+		}
+		for _, u := range objs {
+			if u.GetKind() != "CustomResourceDefinition" {
+				return fmt.Errorf("%s: want only CustomResourceDefinitions, found %s", f, u.GetKind())
+			}
+			if _, err := c.dyn.Resource(crdGVR).Apply(ctx, u.GetName(), u, metav1.ApplyOptions{FieldManager: "e2e", Force: true}); err != nil {
+				return fmt.Errorf("cannot apply CRD %s from %s: %w", u.GetName(), f, err)
+			}
+			names = append(names, u.GetName())
+		}
+	}
+	for _, n := range names {
+		if err := waitFor(ctx, 60*time.Second, "CRD "+n+" established", func() (bool, error) {
+			u, err := c.dyn.Resource(crdGVR).Get(ctx, n, metav1.GetOptions{})
+			if err != nil {
+				return false, nil
+			}
+			return conditionStatus(u, "Established") == "True", nil
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// crdFiles lists the CRD files installed from the module zips the Makefile located.
+func crdFiles() ([]string, error) {
+	aws := os.Getenv("E2E_PROVIDER_AWS_CRDS")
+	if aws == "" {
+		return nil, errors.New("E2E_PROVIDER_AWS_CRDS is not set: run the suite with `make e2e-test`")
+	}
+	var files []string
+	for _, f := range providerAWSCRDs {
+		files = append(files, filepath.Join(aws, f))
+	}
+	flux := strings.Fields(os.Getenv("E2E_FLUX_CRDS"))
+	if len(flux) != 3 {
+		return nil, fmt.Errorf("E2E_FLUX_CRDS must name the kustomize, helm and source controllers' config/crd/bases, got %q", flux)
+	}
+	for _, dir := range flux {
+		m, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+		if err != nil || len(m) == 0 {
+			return nil, fmt.Errorf("no CRDs under %s", dir)
+		}
+		files = append(files, m...)
+	}
+	return files, nil
+}
+
+// startCrossplane runs `crossplane core init` until it succeeds (it races the establishment of
+// its own CRDs), then starts the core controllers with webhooks off, packages not run (the
+// function is served by the suite) and the test CA's client certificate for functions.
+func (c *controlPlane) startCrossplane(ctx context.Context) error {
+	start := time.Now()
+	crds := os.Getenv("E2E_CROSSPLANE_CRDS")
+	if crds == "" {
+		return errors.New("E2E_CROSSPLANE_CRDS is not set: run the suite with `make e2e-test`")
+	}
+	if err := c.ensureNamespace(ctx, "crossplane-system"); err != nil {
+		return err
+	}
+	env := []string{
+		"KUBECONFIG=" + c.kubeconfig,
+		"POD_NAMESPACE=crossplane-system",
+		"CRDS_PATH=" + crds,
+		"TLS_CA_SECRET_NAME=crossplane-root-ca",
+		"TLS_CLIENT_SECRET_NAME=crossplane-tls-client",
+	}
+	var err error
+	for attempt := 1; attempt <= 10; attempt++ {
+		if err = runProc(c.logDir, "crossplane-init", env, 2*time.Minute, c.bins.crossplane, "core", "init", "--enable-webhooks=false"); err == nil {
+			break
+		}
+		time.Sleep(2 * time.Second)
+	}
+	if err != nil {
+		return fmt.Errorf("crossplane core init kept failing: %w", err)
+	}
+	c.timed("crossplane core init", start)
+
+	client, err := c.ca.issue("crossplane", nil, nil, nil)
+	if err != nil {
+		return err
+	}
+	clientDir := filepath.Join(c.dir, "crossplane-client-tls")
+	if err := c.ca.writeTLSDir(clientDir, client); err != nil {
+		return err
+	}
+	ports := make([]int, 2)
+	for i := range ports {
+		if ports[i], err = freePort(); err != nil {
+			return err
+		}
+	}
+	p, err := startProc(c.logDir, "crossplane", append(env, "TLS_CLIENT_CERTS_DIR="+clientDir),
+		c.bins.crossplane, "--debug", "core", "start",
+		"--enable-webhooks=false", "--package-runtime=External",
+		"--xpkg-cache-dir="+filepath.Join(c.dir, "xpkg-cache"),
+		"--metrics-port="+strconv.Itoa(ports[0]), "--health-probe-port="+strconv.Itoa(ports[1]))
+	if err != nil {
+		return err
+	}
+	c.procs = append(c.procs, p)
+	return nil
+}
+
+// startFunction serves the function binary on loopback with mTLS: its serving certificate
+// (IP SAN 127.0.0.1) and Crossplane's client certificate come from the same test CA.
+func (c *controlPlane) startFunction(ctx context.Context) error {
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	kp, err := c.ca.issue("function-karpenter", nil, []net.IP{net.ParseIP("127.0.0.1")}, nil)
+	if err != nil {
+		return err
+	}
+	dir := filepath.Join(c.dir, "function-tls")
+	if err := c.ca.writeTLSDir(dir, kp); err != nil {
+		return err
+	}
+	c.functionAddr = fmt.Sprintf("127.0.0.1:%d", port)
+	p, err := startProc(c.logDir, "function", nil, c.bins.function, "--debug", "--tls-certs-dir="+dir, "--address="+c.functionAddr)
+	if err != nil {
+		return err
+	}
+	c.procs = append(c.procs, p)
+	return waitFor(ctx, 30*time.Second, "function listening on "+c.functionAddr, func() (bool, error) {
+		if done, err := p.exited(); done {
+			return false, fmt.Errorf("function exited: %v", err)
+		}
+		conn, err := net.DialTimeout("tcp", c.functionAddr, time.Second)
+		if err != nil {
+			return false, nil
+		}
+		conn.Close()
+		return true, nil
+	})
+}
+
+// registerFunction makes Crossplane dial the suite's function: a paused Function and an active,
+// paused FunctionRevision (so the package manager never tries to pull or run them) whose status
+// carries the loopback endpoint.
+func (c *controlPlane) registerFunction(ctx context.Context, name string) error {
+	const pkg = "xpkg.crossplane.io/do-now/function-karpenter:v0.1.0"
+	paused := map[string]any{"crossplane.io/paused": "true"}
+	fn := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "pkg.crossplane.io/v1", "kind": "Function",
+		"metadata": map[string]any{"name": name, "annotations": paused},
+		"spec":     map[string]any{"package": pkg},
+	}}
+	rev := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "pkg.crossplane.io/v1", "kind": "FunctionRevision",
+		"metadata": map[string]any{"name": name + "-e2e", "annotations": paused,
+			"labels": map[string]any{"pkg.crossplane.io/package": name}},
+		"spec": map[string]any{"desiredState": "Active", "image": pkg, "revision": int64(1)},
+	}}
+	for _, u := range []*unstructured.Unstructured{fn, rev} {
+		if err := c.apply(ctx, u); err != nil {
+			return err
+		}
+	}
+	gvr, _, err := c.gvr(rev)
+	if err != nil {
+		return err
+	}
+	status := fmt.Appendf(nil, `{"status":{"endpoint":%q,"capabilities":["composition"]}}`, c.functionAddr)
+	if _, err := c.dyn.Resource(gvr).Patch(ctx, rev.GetName(), types.MergePatchType, status, metav1.PatchOptions{}, "status"); err != nil {
+		return fmt.Errorf("cannot patch FunctionRevision status: %w", err)
+	}
+	return nil
+}
+
+// installAPI applies the XRD and the Composition from the files the Configuration package ships
+// (crossplane.yaml packages apis/), and waits for Crossplane to serve the XR and the claim.
+func (c *controlPlane) installAPI(ctx context.Context, repo string) (functionName string, err error) {
+	xrds, err := readObjects(filepath.Join(repo, "apis", "definition.yaml"))
+	if err != nil {
+		return "", err
+	}
+	comps, err := readObjects(filepath.Join(repo, "apis", "composition.yaml"))
+	if err != nil {
+		return "", err
+	}
+	if len(xrds) != 1 || len(comps) != 1 {
+		return "", fmt.Errorf("want one XRD and one Composition, found %d and %d", len(xrds), len(comps))
+	}
+	pipeline, _, _ := unstructured.NestedSlice(comps[0].Object, "spec", "pipeline")
+	for _, s := range pipeline {
+		if n, _, _ := unstructured.NestedString(s.(map[string]any), "functionRef", "name"); n != "" {
+			functionName = n
+		}
+	}
+	if len(pipeline) != 1 || functionName == "" {
+		return "", fmt.Errorf("want a Composition with one function step, found %d steps", len(pipeline))
+	}
+	for _, u := range append(xrds, comps...) {
+		if err := c.apply(ctx, u); err != nil {
+			return "", err
+		}
+	}
+	xrd := xrds[0]
+	gvr, _, err := c.gvr(xrd)
+	if err != nil {
+		return "", err
+	}
+	err = waitFor(ctx, 90*time.Second, "XRD established and its claim offered", func() (bool, error) {
+		u, err := c.dyn.Resource(gvr).Get(ctx, xrd.GetName(), metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		return conditionStatus(u, "Established") == "True" && conditionStatus(u, "Offered") == "True", nil
+	})
+	return functionName, err
+}
+
+func (c *controlPlane) ensureNamespace(ctx context.Context, name string) error {
+	ns := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": name},
+	}}
+	_, err := c.dyn.Resource(schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}).Create(ctx, ns, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		return nil
+	}
+	return err
+}
+
+// conditionStatus is the status of a condition of an object, or "" when it has none.
+func conditionStatus(u *unstructured.Unstructured, typ string) string {
+	c := condition(u, typ)
+	if c == nil {
+		return ""
+	}
+	s, _ := c["status"].(string)
+	return s
+}
+
+func condition(u *unstructured.Unstructured, typ string) map[string]any {
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, c := range conds {
+		m, ok := c.(map[string]any)
+		if ok && m["type"] == typ {
+			return m
+		}
+	}
+	return nil
+}

@@ -1,0 +1,108 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// cp is the control plane every test of the suite shares. Tests run one after the other: the
+// function composes cluster-wide singletons (the karpenter Namespace), so each test deletes its
+// claim and waits for everything to be gone before it ends.
+var cp *controlPlane
+
+// fake plays provider-aws and Flux for the whole run (finalizers on creation, releases on
+// deletion); tests drive readiness through it.
+var fake *fakeProvider
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) (code int) {
+	dir, err := os.MkdirTemp("", "function-karpenter-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	cp = &controlPlane{dir: dir, logDir: filepath.Join(dir, "logs")}
+	if err := os.MkdirAll(cp.logDir, 0o755); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer func() {
+		cancel()
+		cp.stop()
+		failed := code != 0
+		cp.report(failed)
+		// E2E_KEEP=1 keeps the logs and data of a run that passed, too.
+		if !failed && os.Getenv("E2E_KEEP") == "" {
+			_ = os.RemoveAll(dir)
+			fmt.Println("e2e: removed", dir)
+		}
+	}()
+
+	start := time.Now()
+	if err := setUp(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: cannot set up the control plane:", err)
+		return 1
+	}
+	cp.timed("control plane up, API installed", start)
+	fmt.Println("e2e: set-up timings\n  " + strings.Join(cp.timings, "\n  "))
+
+	fake = newFakeProvider(cp)
+	go fake.run(ctx)
+	return m.Run()
+}
+
+func setUp(ctx context.Context) error {
+	var err error
+	if cp.bins, err = binariesFromEnv(); err != nil {
+		return err
+	}
+	files, err := crdFiles()
+	if err != nil {
+		return err
+	}
+	repo, err := filepath.Abs("..")
+	if err != nil {
+		return err
+	}
+	if err := cp.startKubernetes(ctx); err != nil {
+		return err
+	}
+	start := time.Now()
+	if err := cp.installCRDs(ctx, files...); err != nil {
+		return err
+	}
+	// A real cluster with Flux has its namespace; the Kustomizations are composed into it.
+	if err := cp.ensureNamespace(ctx, "flux-system"); err != nil {
+		return err
+	}
+	cp.timed("provider-aws and Flux CRDs established", start)
+	// The function must be up before Crossplane first dials it: a refused first dial costs
+	// gRPC's reconnect backoff.
+	if err := cp.startFunction(ctx); err != nil {
+		return err
+	}
+	if err := cp.startCrossplane(ctx); err != nil {
+		return err
+	}
+	start = time.Now()
+	name, err := cp.installAPI(ctx, repo)
+	if err != nil {
+		return err
+	}
+	if err := cp.registerFunction(ctx, name); err != nil {
+		return err
+	}
+	cp.timed("XRD offered, Composition and function registered", start)
+	return nil
+}

@@ -1,0 +1,125 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// A proc is one process the suite started. Its output goes to a log file that is kept, and
+// printed, when anything fails.
+type proc struct {
+	name string
+	cmd  *exec.Cmd
+	log  string
+	done chan struct{}
+	err  error // set once done is closed
+}
+
+// startProc starts bin with args and extra environment, its stdout and stderr in
+// logDir/<name>.log. Pdeathsig makes the kernel kill it if the test binary dies without
+// cleaning up (go test's timeout panics skip deferred functions).
+func startProc(logDir, name string, env []string, bin string, args ...string) (*proc, error) {
+	logPath := filepath.Join(logDir, name+".log")
+	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	fmt.Fprintf(f, "+ %s %s\n", bin, strings.Join(args, " "))
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("cannot start %s: %w", name, err)
+	}
+	p := &proc{name: name, cmd: cmd, log: logPath, done: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		f.Close()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// exited reports whether the process has already ended, and how.
+func (p *proc) exited() (bool, error) {
+	select {
+	case <-p.done:
+		return true, p.err
+	default:
+		return false, nil
+	}
+}
+
+// stop ends the process by its PID: TERM, up to grace to exit, then KILL.
+func (p *proc) stop(grace time.Duration) {
+	if done, _ := p.exited(); done {
+		return
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+		return
+	case <-time.After(grace):
+	}
+	_ = p.cmd.Process.Kill()
+	<-p.done
+}
+
+// runProc runs bin to completion, its output appended to logDir/<name>.log.
+func runProc(logDir, name string, env []string, timeout time.Duration, bin string, args ...string) error {
+	p, err := startProc(logDir, name, env, bin, args...)
+	if err != nil {
+		return err
+	}
+	select {
+	case <-p.done:
+		return p.err
+	case <-time.After(timeout):
+		p.stop(5 * time.Second)
+		return fmt.Errorf("%s did not finish within %s", name, timeout)
+	}
+}
+
+// freePort asks the kernel for a free port on loopback.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// tail returns the last n lines of a file.
+func tail(path string, n int) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return err.Error()
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err == nil && st.Size() > 1<<20 {
+		_, _ = f.Seek(-1<<20, io.SeekEnd)
+	}
+	var lines []string
+	s := bufio.NewScanner(f)
+	s.Buffer(make([]byte, 1<<20), 1<<20)
+	for s.Scan() {
+		lines = append(lines, s.Text())
+		if len(lines) > n {
+			lines = lines[1:]
+		}
+	}
+	return strings.Join(lines, "\n")
+}

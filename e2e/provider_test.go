@@ -1,0 +1,300 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Labels and annotations Crossplane puts on every composed resource.
+const (
+	compositeLabel      = "crossplane.io/composite"
+	resourceNameAnno    = "crossplane.io/composition-resource-name"
+	externalNameAnno    = "crossplane.io/external-name"
+	providerFinalizer   = "finalizer.managedresource.crossplane.io"
+	fluxFinalizer       = "finalizers.fluxcd.io"
+	testAccount         = "111122223333"
+	kustomizationRevSHA = "main@sha1:0123abc"
+)
+
+// composedKind is a kind the function composes and the fake provider watches.
+type composedKind struct {
+	gvr        schema.GroupVersionResource
+	kind       string
+	namespaced bool
+	// finalizer is what the kind's real controller puts on an object and removes once it has
+	// deleted what the object stands for ("" when nothing does).
+	finalizer string
+}
+
+var composedKinds = []composedKind{
+	{schema.GroupVersionResource{Group: "iam.aws.upbound.io", Version: "v1beta1", Resource: "roles"}, "Role", false, providerFinalizer},
+	{schema.GroupVersionResource{Group: "iam.aws.upbound.io", Version: "v1beta1", Resource: "rolepolicies"}, "RolePolicy", false, providerFinalizer},
+	{schema.GroupVersionResource{Group: "sqs.aws.upbound.io", Version: "v1beta1", Resource: "queues"}, "Queue", false, providerFinalizer},
+	{schema.GroupVersionResource{Group: "sqs.aws.upbound.io", Version: "v1beta1", Resource: "queuepolicies"}, "QueuePolicy", false, providerFinalizer},
+	{schema.GroupVersionResource{Group: "cloudwatchevents.aws.upbound.io", Version: "v1beta1", Resource: "rules"}, "Rule", false, providerFinalizer},
+	{schema.GroupVersionResource{Group: "cloudwatchevents.aws.upbound.io", Version: "v1beta1", Resource: "targets"}, "Target", false, providerFinalizer},
+	{schema.GroupVersionResource{Group: "eks.aws.upbound.io", Version: "v1beta1", Resource: "podidentityassociations"}, "PodIdentityAssociation", false, providerFinalizer},
+	{schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}, "Namespace", false, ""},
+	{schema.GroupVersionResource{Version: "v1", Resource: "serviceaccounts"}, "ServiceAccount", true, ""},
+	{schema.GroupVersionResource{Group: "batch", Version: "v1", Resource: "jobs"}, "Job", true, ""},
+	{schema.GroupVersionResource{Group: "kustomize.toolkit.fluxcd.io", Version: "v1", Resource: "kustomizations"}, "Kustomization", true, fluxFinalizer},
+	{schema.GroupVersionResource{Group: "protection.crossplane.io", Version: "v1beta1", Resource: "usages"}, "Usage", true, ""},
+	{schema.GroupVersionResource{Group: "protection.crossplane.io", Version: "v1beta1", Resource: "clusterusages"}, "ClusterUsage", false, ""},
+}
+
+func kindOf(kind string) composedKind {
+	for _, k := range composedKinds {
+		if k.kind == kind {
+			return k
+		}
+	}
+	panic("unknown composed kind " + kind)
+}
+
+// fakeProvider plays provider-aws and Flux's kustomize-controller in the background: like the
+// real controllers it puts its finalizer on every object it manages as soon as it sees it, and
+// on deletion "deletes the external resource" and releases the object, recording when. Tests
+// decide readiness, failures and atProvider through its methods, as AWS would answer.
+type fakeProvider struct {
+	cp *controlPlane
+
+	mu       sync.Mutex
+	released []release // in the order the fake provider saw deletions
+}
+
+type release struct {
+	name string // composition resource name
+	kind string
+	at   time.Time
+}
+
+func newFakeProvider(c *controlPlane) *fakeProvider { return &fakeProvider{cp: c} }
+
+// run reconciles finalizers every 100ms until ctx ends.
+func (f *fakeProvider) run(ctx context.Context) {
+	for {
+		for _, k := range composedKinds {
+			if k.finalizer == "" {
+				continue
+			}
+			l, err := f.cp.dyn.Resource(k.gvr).List(ctx, metav1.ListOptions{LabelSelector: compositeLabel})
+			if err != nil {
+				continue
+			}
+			for i := range l.Items {
+				f.reconcile(ctx, k, &l.Items[i])
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func (f *fakeProvider) reconcile(ctx context.Context, k composedKind, u *unstructured.Unstructured) {
+	has := false
+	var others []any
+	for _, fin := range u.GetFinalizers() {
+		if fin == k.finalizer {
+			has = true
+		} else {
+			others = append(others, fin)
+		}
+	}
+	switch {
+	case u.GetDeletionTimestamp() == nil && !has:
+		others = append(others, k.finalizer)
+	case u.GetDeletionTimestamp() != nil && has:
+		f.mu.Lock()
+		f.released = append(f.released, release{name: u.GetAnnotations()[resourceNameAnno], kind: u.GetKind(), at: time.Now()})
+		f.mu.Unlock()
+	default:
+		return
+	}
+	// The resourceVersion makes this a compare-and-swap: never clobber a concurrent change.
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{
+		"finalizers": others, "resourceVersion": u.GetResourceVersion()}})
+	_, _ = f.cp.dyn.Resource(k.gvr).Namespace(u.GetNamespace()).Patch(ctx, u.GetName(), types.MergePatchType, patch, metav1.PatchOptions{})
+}
+
+// releases returns, and forgets, the deletions seen so far.
+func (f *fakeProvider) releases() []release {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := f.released
+	f.released = nil
+	return out
+}
+
+// patchStatus merge-patches an object's status subresource.
+func (f *fakeProvider) patchStatus(ctx context.Context, u *unstructured.Unstructured, status map[string]any) error {
+	k := kindOf(u.GetKind())
+	b, err := json.Marshal(map[string]any{"status": status})
+	if err != nil {
+		return err
+	}
+	_, err = f.cp.dyn.Resource(k.gvr).Namespace(u.GetNamespace()).Patch(ctx, u.GetName(), types.MergePatchType, b, metav1.PatchOptions{}, "status")
+	if err != nil {
+		return fmt.Errorf("cannot patch the status of %s %s (%s): %w", u.GetKind(), u.GetName(), u.GetAnnotations()[resourceNameAnno], err)
+	}
+	return nil
+}
+
+// ready makes an object Ready the way its controller would: a managed resource gets the
+// identifiers AWS assigns in status.atProvider and Ready/Synced; a Job completes; a
+// Kustomization reports the applied revision. Namespaces and ServiceAccounts need nothing (the
+// API server makes a Namespace Active).
+func (f *fakeProvider) ready(ctx context.Context, u *unstructured.Unstructured) error {
+	switch u.GetKind() {
+	case "Namespace", "ServiceAccount", "Usage", "ClusterUsage":
+		return nil
+	case "Job":
+		return f.jobFinished(ctx, u, true)
+	case "Kustomization":
+		return f.patchStatus(ctx, u, map[string]any{
+			"observedGeneration":    u.GetGeneration(),
+			"lastAppliedRevision":   kustomizationRevSHA,
+			"lastAttemptedRevision": kustomizationRevSHA,
+			"conditions": []any{fluxCondition("Ready", "True", "ReconciliationSucceeded", "Applied revision: "+kustomizationRevSHA, u.GetGeneration()),
+				fluxCondition("Healthy", "True", "Succeeded", "Health check passed", u.GetGeneration())},
+		})
+	}
+	return f.patchStatus(ctx, u, map[string]any{
+		"atProvider": atProvider(u),
+		"conditions": []any{xpCondition("Ready", "True", "Available", ""), xpCondition("Synced", "True", "ReconcileSuccess", "")},
+	})
+}
+
+// failing makes a managed resource report that AWS refused it, as a provider does: Synced=False
+// with the provider's error, Ready=False.
+func (f *fakeProvider) failing(ctx context.Context, u *unstructured.Unstructured, message string) error {
+	return f.patchStatus(ctx, u, map[string]any{
+		"conditions": []any{xpCondition("Ready", "False", "Creating", ""), xpCondition("Synced", "False", "ReconcileError", message)},
+	})
+}
+
+// unready makes a Ready managed resource or Kustomization not Ready any more, keeping what it
+// observed (a resource AWS reports as degraded, a HelmRelease failing its health check).
+func (f *fakeProvider) unready(ctx context.Context, u *unstructured.Unstructured, message string) error {
+	if u.GetKind() == "Kustomization" {
+		return f.patchStatus(ctx, u, map[string]any{"conditions": []any{
+			fluxCondition("Ready", "False", "HealthCheckFailed", message, u.GetGeneration())}})
+	}
+	return f.patchStatus(ctx, u, map[string]any{
+		"conditions": []any{xpCondition("Ready", "False", "Unavailable", message), xpCondition("Synced", "True", "ReconcileSuccess", "")},
+	})
+}
+
+// jobFinished records a Job's end as the Job controller does: the terminal condition follows
+// SuccessCriteriaMet or FailureTarget, with start and completion times, which the API server's
+// status validation requires.
+func (f *fakeProvider) jobFinished(ctx context.Context, u *unstructured.Unstructured, succeeded bool) error {
+	now := metav1.Now().UTC().Format(time.RFC3339)
+	status := map[string]any{"startTime": now, "ready": int64(0), "terminating": int64(0)}
+	if succeeded {
+		status["succeeded"] = int64(1)
+		status["completionTime"] = now
+		status["conditions"] = []any{
+			jobCondition("SuccessCriteriaMet", "CompletionsReached", "Reached expected number of succeeded pods", now),
+			jobCondition("Complete", "CompletionsReached", "Reached expected number of succeeded pods", now),
+		}
+	} else {
+		status["failed"] = int64(7)
+		status["conditions"] = []any{
+			jobCondition("FailureTarget", "BackoffLimitExceeded", "Job has reached the specified backoff limit", now),
+			jobCondition("Failed", "BackoffLimitExceeded", "Job has reached the specified backoff limit", now),
+		}
+	}
+	return f.patchStatus(ctx, u, status)
+}
+
+// atProvider is what provider-aws reports once AWS created the resource: ARNs and URLs built the
+// way AWS builds them, from the spec and the external name the function chose.
+func atProvider(u *unstructured.Unstructured) map[string]any {
+	fp, _, _ := unstructured.NestedMap(u.Object, "spec", "forProvider")
+	str := func(k string) string { s, _ := fp[k].(string); return s }
+	ext := u.GetAnnotations()[externalNameAnno]
+	region := str("region")
+	at := map[string]any{"id": ext}
+	switch u.GetKind() {
+	case "Role":
+		at["arn"] = fmt.Sprintf("arn:aws:iam::%s:role%s%s", testAccount, str("path"), ext)
+		at["uniqueId"] = "AROAE2E" + strings.ToUpper(strings.ReplaceAll(ext, "-", ""))
+	case "Queue":
+		at["arn"] = fmt.Sprintf("arn:aws:sqs:%s:%s:%s", region, testAccount, str("name"))
+		at["url"] = fmt.Sprintf("https://sqs.%s.amazonaws.com/%s/%s", region, testAccount, str("name"))
+		at["id"] = at["url"]
+	case "Rule":
+		at["arn"] = fmt.Sprintf("arn:aws:events:%s:%s:rule/%s", region, testAccount, ext)
+	case "PodIdentityAssociation":
+		at["associationArn"] = fmt.Sprintf("arn:aws:eks:%s:%s:podidentityassociation/%s/a-e2e0123456789", region, testAccount, str("clusterName"))
+		at["associationId"] = "a-e2e0123456789"
+		at["id"] = str("clusterName") + ",a-e2e0123456789"
+	}
+	return at
+}
+
+func xpCondition(typ, status, reason, message string) map[string]any {
+	c := map[string]any{"type": typ, "status": status, "reason": reason, "lastTransitionTime": metav1.Now().UTC().Format(time.RFC3339)}
+	if message != "" {
+		c["message"] = message
+	}
+	return c
+}
+
+func fluxCondition(typ, status, reason, message string, generation int64) map[string]any {
+	return map[string]any{"type": typ, "status": status, "reason": reason, "message": message,
+		"observedGeneration": generation, "lastTransitionTime": metav1.Now().UTC().Format(time.RFC3339)}
+}
+
+func jobCondition(typ, reason, message, now string) map[string]any {
+	return map[string]any{"type": typ, "status": "True", "reason": reason, "message": message,
+		"lastProbeTime": now, "lastTransitionTime": now}
+}
+
+// composedOf lists what exists in the API server for one XR, by composition resource name.
+func composedOf(ctx context.Context, c *controlPlane, xr string) (map[string]*unstructured.Unstructured, error) {
+	out := map[string]*unstructured.Unstructured{}
+	for _, k := range composedKinds {
+		l, err := c.dyn.Resource(k.gvr).List(ctx, metav1.ListOptions{LabelSelector: compositeLabel + "=" + xr})
+		if err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			return nil, fmt.Errorf("cannot list %s: %w", k.gvr.Resource, err)
+		}
+		for i := range l.Items {
+			u := &l.Items[i]
+			name := u.GetAnnotations()[resourceNameAnno]
+			if prev, dup := out[name]; dup {
+				return nil, fmt.Errorf("two composed resources named %q: %s %s and %s %s", name, prev.GetKind(), prev.GetName(), u.GetKind(), u.GetName())
+			}
+			out[name] = u
+		}
+	}
+	return out, nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,420 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// How long Crossplane gets to react to one change. A reconcile takes well under a second on
+// loopback, but Crossplane v2.2.1 soon stops reacting to watch events for this XR (its circuit
+// breaker opens; see the README) and then reconciles on the function's TTL: 15s while a step
+// waits, a minute once everything is Ready. The margin is for a loaded CI machine.
+const react = 2 * time.Minute
+
+// Expected identifiers, as the fake provider reports them for cluster prod-eu in eu-west-3 and
+// account 111122223333 (examples/claim.yaml).
+const (
+	wantRoleARN  = "arn:aws:iam::111122223333:role/socle/prod-eu/prod-eu-karpenter"
+	wantQueueARN = "arn:aws:sqs:eu-west-3:111122223333:prod-eu-karpenter"
+	wantQueueURL = "https://sqs.eu-west-3.amazonaws.com/111122223333/prod-eu-karpenter"
+)
+
+var wantRuleARNs = map[string]any{
+	"capacity-reservation": "arn:aws:events:eu-west-3:111122223333:rule/prod-eu-karpenter-capacity",
+	"health":               "arn:aws:events:eu-west-3:111122223333:rule/prod-eu-karpenter-health",
+	"rebalance":            "arn:aws:events:eu-west-3:111122223333:rule/prod-eu-karpenter-rebalance",
+	"spot-interruption":    "arn:aws:events:eu-west-3:111122223333:rule/prod-eu-karpenter-spot",
+	"state-change":         "arn:aws:events:eu-west-3:111122223333:rule/prod-eu-karpenter-state",
+}
+
+// needsProvider tells whether a kind becomes Ready only when its controller says so (the API
+// server alone makes a Namespace Active and a ServiceAccount usable).
+func needsProvider(kind string) bool { return kind != "Namespace" && kind != "ServiceAccount" }
+
+// pendingIn parses the resources a step condition says it waits on ("waiting for a, b to become
+// Ready"), nil when it waits on none.
+func pendingIn(message string) []string {
+	_, rest, ok := strings.Cut(message, "waiting for ")
+	if !ok {
+		return nil
+	}
+	list, _, ok := strings.Cut(rest, " to become Ready")
+	if !ok {
+		return nil
+	}
+	return strings.Split(list, ", ")
+}
+
+// Scenario 1: a claim in tenant namespace team-a walks from nothing to Ready. Each step's
+// resources appear only once every resource of the steps before it is Ready; while the last
+// resource of a step is not Ready the function has observably seen the rest Ready and still
+// withholds the next step. Every object was accepted by the API server against the real CRDs,
+// and the claim shows the role ARN, the queue, the rule ARNs and every step condition.
+func TestWalkToReady(t *testing.T) {
+	timed(t)
+	c := newClaim(t, "team-a", "karpenter", "prod-eu")
+
+	for i, s := range steps {
+		round := time.Now()
+		got := c.waitComposed(throughStep(i), react)
+		// Everything of the step Ready but one resource: the function must report exactly that
+		// one as pending and still withhold the next step.
+		var last string
+		for _, n := range s.names {
+			if needsProvider(got[n].GetKind()) && last == "" {
+				last = n
+				continue
+			}
+			c.markReady(n)
+		}
+		cond := c.waitCondition(s.condition, "False", react)
+		c.wait(react, fmt.Sprintf("%s to wait only on %s", s.condition, last), func() (bool, error) {
+			cond = c.condition(s.condition)
+			msg, _ := cond["message"].(string)
+			return slices.Equal(pendingIn(msg), []string{last}), nil
+		})
+		if i+1 < len(steps) {
+			next := c.condition(steps[i+1].condition)
+			if next == nil || next["status"] != "False" || next["reason"] != "WaitingForPrerequisites" {
+				t.Errorf("step %d: while %s is not Ready, %s must be False/WaitingForPrerequisites, got %v", i+1, last, steps[i+1].condition, next)
+			}
+		}
+		if now, _ := c.composed(); !equalSets(sortedKeys(now), throughStep(i)) {
+			t.Fatalf("step %d: with %s not Ready, composed resources must stay %v, got %v", i+1, last, throughStep(i), sortedKeys(now))
+		}
+		if ready := c.condition("Ready"); ready == nil || ready["status"] != "False" {
+			t.Errorf("step %d: the claim must be held at Ready=False while steps are withheld, got %v", i+1, ready)
+		}
+		c.markReady(last)
+		c.waitCondition(s.condition, "True", react)
+		t.Logf("step %d (%s): %d resources appeared and became Ready in %.1fs", i+1, s.condition, len(s.names), time.Since(round).Seconds())
+	}
+
+	c.waitCondition("Ready", "True", react)
+	claim := c.get()
+	for _, s := range steps {
+		cond := condition(claim, s.condition)
+		if cond == nil || cond["status"] != "True" || cond["reason"] != "Available" {
+			t.Errorf("claim condition %s: want True/Available, got %v", s.condition, cond)
+		}
+	}
+	if synced := condition(claim, "Synced"); synced == nil || synced["status"] != "True" {
+		t.Errorf("claim Synced: want True, got %v", synced)
+	}
+	status, _, _ := unstructured.NestedMap(claim.Object, "status")
+	if status["roleArn"] != wantRoleARN {
+		t.Errorf("claim status.roleArn: want %q, got %v", wantRoleARN, status["roleArn"])
+	}
+	wantQueue := map[string]any{"name": "prod-eu-karpenter", "arn": wantQueueARN, "url": wantQueueURL}
+	if q, _ := status["queue"].(map[string]any); fmt.Sprint(q) != fmt.Sprint(wantQueue) {
+		t.Errorf("claim status.queue: want %v, got %v", wantQueue, status["queue"])
+	}
+	if r, _ := status["ruleArns"].(map[string]any); fmt.Sprint(r) != fmt.Sprint(wantRuleARNs) {
+		t.Errorf("claim status.ruleArns: want %v, got %v", wantRuleARNs, status["ruleArns"])
+	}
+	xr, err := cp.dyn.Resource(xrGVR).Get(c.ctx, c.xr, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if synced := condition(xr, "Synced"); synced == nil || synced["status"] != "True" {
+		t.Errorf("XR Synced: want True (every composed resource applied), got %v", synced)
+	}
+	resources, usages := c.composed()
+	t.Logf("Ready with %d composed resources and %d Usages", len(resources), len(usages))
+	for _, n := range sortedKeys(usages) {
+		u := usages[n]
+		t.Logf("  %s %s/%s Ready=%s", u.GetKind(), u.GetNamespace(), n, conditionStatus(u, "Ready"))
+	}
+
+	t.Run("cluster name and region are immutable", func(t *testing.T) {
+		for _, f := range []struct{ field, value, message string }{
+			{"name", "prod-us", "spec.cluster.name is immutable"},
+			{"region", "us-east-1", "spec.cluster.region is immutable"},
+		} {
+			u := c.get()
+			_ = unstructured.SetNestedField(u.Object, f.value, "spec", "cluster", f.field)
+			_, err := cp.dyn.Resource(claimGVR).Namespace(c.ns).Update(c.ctx, u, metav1.UpdateOptions{})
+			if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), f.message) {
+				t.Errorf("changing spec.cluster.%s: want Invalid naming %q, got %v", f.field, f.message, err)
+			}
+		}
+	})
+}
+
+// walkToReady has the fake provider make every composed resource Ready as soon as it appears,
+// until the claim is Ready.
+func (c *claim) walkToReady() {
+	c.t.Helper()
+	done := map[string]bool{}
+	c.wait(3*time.Minute, "claim Ready with every step", func() (bool, error) {
+		resources, _ := c.composed()
+		for _, n := range sortedKeys(resources) {
+			if !done[n] {
+				if err := fake.ready(c.ctx, resources[n]); err != nil {
+					return false, err
+				}
+				done[n] = true
+			}
+		}
+		return len(done) == len(throughStep(len(steps)-1)) && conditionStatus(c.get(), "Ready") == "True", nil
+	})
+}
+
+// Scenario 3: AWS refuses the role. The provider's message reaches the claim's step condition,
+// nothing of the next step is composed, and once the provider reports the role created the
+// sequence continues.
+func TestProviderErrorOnRole(t *testing.T) {
+	timed(t)
+	c := newClaim(t, "team-a", "karpenter", "prod-eu")
+	got := c.waitComposed(throughStep(0), react)
+
+	const providerError = "create failed: async create failed: failed to create the resource: " +
+		"[{0 creating IAM Role (prod-eu-karpenter): operation error IAM: CreateRole, https response error StatusCode: 403, " +
+		"api error AccessDenied: User: arn:aws:sts::111122223333:assumed-role/crossplane-provider-aws/e2e is not authorized " +
+		"to perform: iam:CreateRole on resource: arn:aws:iam::111122223333:role/socle/prod-eu/prod-eu-karpenter " +
+		"because no permissions boundary allows the iam:CreateRole action  []}]"
+	if err := fake.failing(c.ctx, got["controller-role"], providerError); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range steps[0].names {
+		if n != "controller-role" {
+			c.markReady(n)
+		}
+	}
+	cond := c.waitCondition(steps[0].condition, "False", react, "controller-role", providerError)
+	t.Logf("claim condition %s: %s", steps[0].condition, cond["message"])
+	if cond["reason"] != "Creating" {
+		t.Errorf("%s reason: want Creating, got %v", steps[0].condition, cond["reason"])
+	}
+	if ready := c.condition("Ready"); ready == nil || ready["status"] != "False" {
+		t.Errorf("the claim must be Ready=False while the role fails, got %v", ready)
+	}
+	if now, _ := c.composed(); !equalSets(sortedKeys(now), throughStep(0)) {
+		t.Fatalf("with the role failing nothing of step 2 may be composed, got %v", sortedKeys(now))
+	}
+
+	// The platform team fixes the permissions boundary; the provider's next attempt succeeds.
+	c.markReady("controller-role")
+	c.waitCondition(steps[0].condition, "True", react)
+	c.waitComposed(throughStep(1), react)
+}
+
+// Scenario 4: a Ready resource turns unready once later steps exist — the role degrades and loses
+// its observed ARN, the controller's HelmRelease fails its health check. Nothing is deleted
+// from the API server, nothing is re-created, the association keeps the role's ARN, the claim
+// says what is wrong, and it recovers once they are Ready again.
+func TestUnreadyDeletesNothing(t *testing.T) {
+	timed(t)
+	c := newClaim(t, "team-a", "karpenter", "prod-eu")
+	c.walkToReady()
+	before, usagesBefore := c.composed()
+	assoc := before["pod-identity-association"]
+	assocRole, _, _ := unstructured.NestedString(assoc.Object, "spec", "forProvider", "roleArn")
+
+	// The controller first: the claim names Flux's message. Then the role, which blocks every
+	// later step: the claim then names the role and shows the later steps waiting on it.
+	if err := fake.unready(c.ctx, before["controller-kustomization"], "HelmRelease/karpenter/karpenter status: 'Failed'"); err != nil {
+		t.Fatal(err)
+	}
+	c.waitCondition(steps[3].condition, "False", react, "HelmRelease/karpenter/karpenter status: 'Failed'")
+	c.waitCondition("Ready", "False", react)
+	if err := fake.unready(c.ctx, before["controller-role"], "role is being replaced"); err != nil {
+		t.Fatal(err)
+	}
+	// The provider no longer observes the role's ARN either.
+	role := before["controller-role"]
+	if _, err := cp.dyn.Resource(kindOf("Role").gvr).Patch(c.ctx, role.GetName(), types.MergePatchType,
+		[]byte(`{"status":{"atProvider":{"arn":null}}}`), metav1.PatchOptions{}, "status"); err != nil {
+		t.Fatal(err)
+	}
+	c.waitCondition(steps[0].condition, "False", react, "controller-role", "role is being replaced")
+	for _, s := range steps[1:] {
+		if cond := c.condition(s.condition); cond == nil || cond["reason"] != "WaitingForPrerequisites" {
+			t.Errorf("with the role unready, %s must be waiting for prerequisites, got %v", s.condition, cond)
+		}
+	}
+	// Let Crossplane reconcile a few more times on what it now observes.
+	time.Sleep(5 * time.Second)
+
+	after, usagesAfter := c.composed()
+	for _, n := range sortedKeys(before) {
+		a, ok := after[n]
+		switch {
+		case !ok:
+			t.Errorf("%s was deleted after a prerequisite turned unready", n)
+		case a.GetUID() != before[n].GetUID():
+			t.Errorf("%s was re-created after a prerequisite turned unready", n)
+		case a.GetDeletionTimestamp() != nil:
+			t.Errorf("%s is being deleted after a prerequisite turned unready", n)
+		}
+	}
+	if len(after) != len(before) || len(usagesAfter) != len(usagesBefore) {
+		t.Errorf("composed resources changed: %d resources and %d Usages before, %d and %d after",
+			len(before), len(usagesBefore), len(after), len(usagesAfter))
+	}
+	if got, _, _ := unstructured.NestedString(after["pod-identity-association"].Object, "spec", "forProvider", "roleArn"); got != assocRole {
+		t.Errorf("the association's roleArn changed while the role was unobserved: %q, was %q", got, assocRole)
+	}
+
+	c.markReady("controller-role", "controller-kustomization")
+	c.waitCondition("Ready", "True", react)
+}
+
+// Scenario 6: deleting the claim removes everything it composed, the karpenter namespace
+// included. Crossplane's webhooks are off, so Usages do not hold anything back: the garbage
+// collector deletes every composed resource at once. The order in which the fake providers saw
+// the deletions is logged.
+func TestDeletion(t *testing.T) {
+	timed(t)
+	c := newClaim(t, "team-a", "karpenter", "prod-eu")
+	c.walkToReady()
+	resources, usages := c.composed()
+	finalized := 0
+	for _, u := range resources {
+		if kindOf(u.GetKind()).finalizer != "" {
+			finalized++
+		}
+	}
+
+	released := c.deleteAndWait()
+	if len(released) != finalized {
+		t.Errorf("the fake providers released %d of the %d resources they hold a finalizer on", len(released), finalized)
+	}
+	if len(released) > 0 {
+		var b strings.Builder
+		for _, r := range released {
+			fmt.Fprintf(&b, "\n  +%5.1fs %s (%s)", r.at.Sub(released[0].at).Seconds(), r.name, r.kind)
+		}
+		t.Logf("deletion order seen by the fake providers (%d Usages existed, not enforced without webhooks):%s", len(usages), b.String())
+	}
+	if _, err := cp.kube.CoreV1().Namespaces().Get(c.ctx, "karpenter", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the karpenter namespace must be gone, got %v", err)
+	}
+}
+
+// Scenario 2: bad claims are refused at admission by the XRD's schema, with a message naming the
+// field; the ones the schema cannot judge are refused by the function, which composes nothing.
+// (Immutability of the cluster name and region, a CEL rule on update, is checked on the Ready
+// claim of TestWalkToReady.)
+func TestBadClaims(t *testing.T) {
+	timed(t)
+	set := func(value any, path ...string) func(*unstructured.Unstructured) {
+		return func(u *unstructured.Unstructured) { _ = unstructured.SetNestedField(u.Object, value, path...) }
+	}
+	unset := func(path ...string) func(*unstructured.Unstructured) {
+		return func(u *unstructured.Unstructured) { unstructured.RemoveNestedField(u.Object, path...) }
+	}
+	list := func(v ...any) []any { return v }
+	cases := []struct {
+		reason string
+		mutate func(*unstructured.Unstructured)
+		want   []string // what the API server's message must contain
+	}{
+		{"a cluster name must start with a letter or digit (pattern)",
+			set("-prod-eu", "spec", "cluster", "name"), []string{"spec.cluster.name", "should match"}},
+		{"a cluster name longer than 44 characters would overflow the AWS rule names (maxLength)",
+			set(strings.Repeat("c", 45), "spec", "cluster", "name"), []string{"spec.cluster.name", "Too long"}},
+		{"an empty cluster name (minLength)",
+			set("", "spec", "cluster", "name"), []string{"spec.cluster.name"}},
+		{"a region must be an AWS region (pattern)",
+			set("EU-WEST-3", "spec", "cluster", "region"), []string{"spec.cluster.region", "should match"}},
+		{"the region is required",
+			unset("spec", "cluster", "region"), []string{"spec.cluster.region", "Required"}},
+		{"the node role ARN needs a 12-digit account (pattern)",
+			set("arn:aws:iam::12345:role/nodes", "spec", "nodeIdentity", "roleArn"), []string{"spec.nodeIdentity.roleArn", "should match"}},
+		{"an instance profile name has no spaces (pattern)",
+			set("bootstrap nodes", "spec", "nodeIdentity", "instanceProfile"), []string{"spec.nodeIdentity.instanceProfile", "should match"}},
+		{"the node identity is required",
+			unset("spec", "nodeIdentity"), []string{"spec.nodeIdentity", "Required"}},
+		{"only known Karpenter versions have a controller policy (enum)",
+			set("0.37.0", "spec", "version"), []string{"spec.version", "Unsupported value"}},
+		{"architectures are arm64 or amd64 (enum)",
+			set(list("riscv64"), "spec", "pools", "private", "architectures"), []string{"spec.pools.private.architectures[0]", "Unsupported value"}},
+		{"capacity types are a set (no duplicates)",
+			set(list("spot", "spot"), "spec", "pools", "public", "capacityTypes"), []string{"spec.pools.public.capacityTypes[1]", "Duplicate"}},
+		{"at most three capacity types (maxItems)",
+			set(list("spot", "on-demand", "reserved", "spot-again"), "spec", "pools", "public", "capacityTypes"), []string{"spec.pools.public.capacityTypes", "must have at most 3 items"}},
+		{"the oldest instance generation is at most 20 (maximum)",
+			set(int64(21), "spec", "pools", "private", "minGeneration"), []string{"spec.pools.private.minGeneration", "should be less than or equal to 20"}},
+		{"a CPU limit of 0 would never launch a node (CEL)",
+			set(map[string]any{"cpu": "0", "memory": "100Gi"}, "spec", "pools", "public", "limits"), []string{"spec.pools.public.limits.cpu", "must be a quantity above 0 and at most 10000"}},
+		{"a memory limit above 40Ti (CEL)",
+			set(map[string]any{"cpu": "100", "memory": "41Ti"}, "spec", "pools", "private", "limits"), []string{"spec.pools.private.limits.memory", "must be a quantity above 0 and at most 40Ti"}},
+		{"limits need both cpu and memory",
+			set(map[string]any{"cpu": "100"}, "spec", "pools", "private", "limits"), []string{"spec.pools.private.limits.memory", "Required"}},
+		{"consolidateAfter is a duration like 5m (pattern)",
+			set("5 minutes", "spec", "pools", "private", "consolidateAfter"), []string{"spec.pools.private.consolidateAfter", "should match"}},
+		{"an AMI alias is al2023@vYYYYMMDD (pattern)",
+			set("al2023@2024", "spec", "pools", "public", "amiAlias"), []string{"spec.pools.public.amiAlias", "should match"}},
+		{"instance categories are lowercase letters (pattern)",
+			set(list("C5"), "spec", "pools", "private", "instanceCategories"), []string{"spec.pools.private.instanceCategories[0]", "should match"}},
+	}
+	base, err := readObjects("../examples/claim.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cp.ensureNamespace(t.Context(), "team-b"); err != nil {
+		t.Fatal(err)
+	}
+	for i, tc := range cases {
+		u := base[0].DeepCopy()
+		u.SetNamespace("team-b")
+		u.SetName(fmt.Sprintf("bad-%d", i))
+		tc.mutate(u)
+		_, err := cp.dyn.Resource(claimGVR).Namespace("team-b").Create(t.Context(), u, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if !apierrors.IsInvalid(err) {
+			t.Errorf("%s: want the claim refused as Invalid, got %v", tc.reason, err)
+			continue
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: the refusal must contain %q, got: %v", tc.reason, w, err)
+			}
+		}
+	}
+	t.Logf("%d bad claims refused at admission", len(cases))
+
+	// What only the function can judge: it answers a Fatal result naming the field, and
+	// Crossplane composes nothing.
+	for _, tc := range []struct {
+		reason string
+		mutate func(*unstructured.Unstructured)
+		want   string
+	}{
+		{"al2023@latest passes the schema but the platform has not allowed it",
+			set("al2023@latest", "spec", "pools", "private", "amiAlias"), "spec.pools.private.amiAlias"},
+		{"a region outside the node role's partition",
+			set("arn:aws-cn:iam::111122223333:role/prod-eu-bootstrap-nodes", "spec", "nodeIdentity", "roleArn"), "spec.cluster.region"},
+	} {
+		t.Run(tc.want, func(t *testing.T) {
+			c := newClaimFrom(t, "team-b", "refused", tc.mutate)
+			var where string
+			c.wait(react, "a condition naming "+tc.want, func() (bool, error) {
+				for what, u := range map[string]*unstructured.Unstructured{"claim": c.get(), "XR": c.getXR()} {
+					for _, typ := range []string{"Synced", "Ready"} {
+						if m, _ := condition(u, typ)["message"].(string); strings.Contains(m, tc.want) {
+							where = fmt.Sprintf("%s %s=%v: %s", what, typ, condition(u, typ)["status"], m)
+							return true, nil
+						}
+					}
+				}
+				return false, nil
+			})
+			t.Logf("%s: %s", tc.reason, where)
+			time.Sleep(2 * time.Second)
+			if all, _ := composedOf(c.ctx, cp, c.xr); len(all) != 0 {
+				t.Errorf("%s: nothing may be composed, got %v", tc.reason, sortedKeys(all))
+			}
+		})
+	}
+}
