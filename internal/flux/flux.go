@@ -109,9 +109,9 @@ func kustomization(c *spec.Config, name, path string) *kustomizev1.Kustomization
 	}
 }
 
-// jsonPatch is one RFC 6902 operation. The values go in as a JSON patch, not
-// a strategic merge patch, because a merge patch would drop the explicit
-// nulls that remove chart defaults.
+// jsonPatch is one RFC 6902 operation. The values go in as one JSON patch
+// that replaces spec.values whole, so nothing of the base's values survives
+// by accident of a merge.
 type jsonPatch struct {
 	Op    string `json:"op"`
 	Path  string `json:"path"`

@@ -27,8 +27,9 @@ type Values struct {
 	NodeSelector   map[string]string   `json:"nodeSelector,omitempty"`
 	Tolerations    []corev1.Toleration `json:"tolerations,omitempty"`
 	// Affinity is a map, not corev1.Affinity: Helm merges values into the
-	// chart's defaults, and only an explicit null removes the chart's
-	// required one-per-node anti-affinity.
+	// chart's defaults, so the chart's required one-per-node anti-affinity
+	// must be overridden explicitly, with an empty list (a null would do too,
+	// but Flux's server-side apply can drop a null added by a later update).
 	Affinity                  map[string]any                    `json:"affinity"`
 	TopologySpreadConstraints []corev1.TopologySpreadConstraint `json:"topologySpreadConstraints"`
 }
@@ -71,7 +72,7 @@ func ControllerValues(c *spec.Config) Values {
 		Affinity: map[string]any{
 			"nodeAffinity": cluster.NotOnManagedNodes().NodeAffinity,
 			"podAntiAffinity": map[string]any{
-				"requiredDuringSchedulingIgnoredDuringExecution": nil,
+				"requiredDuringSchedulingIgnoredDuringExecution": []corev1.PodAffinityTerm{},
 				"preferredDuringSchedulingIgnoredDuringExecution": []corev1.WeightedPodAffinityTerm{{
 					Weight:          100,
 					PodAffinityTerm: corev1.PodAffinityTerm{TopologyKey: corev1.LabelHostname, LabelSelector: selector},

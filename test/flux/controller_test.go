@@ -8,6 +8,7 @@ import (
 
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	eks "github.com/upbound/provider-aws/v2/apis/cluster/eks/v1beta1"
 	sqs "github.com/upbound/provider-aws/v2/apis/cluster/sqs/v1beta1"
 	"helm.sh/helm/v3/pkg/chart"
@@ -102,8 +103,8 @@ func TestControllerValuesReachTheDeployment(t *testing.T) {
 			hr := fluxSchemas.mustAdmit(t, built["HelmRelease/karpenter"])
 			for _, o := range []*unstructured.Unstructured{built["HelmRelease/karpenter"], hr} {
 				anti, _, _ := unstructured.NestedMap(o.Object, "spec", "values", "affinity", "podAntiAffinity")
-				if v, ok := anti["requiredDuringSchedulingIgnoredDuringExecution"]; !ok || v != nil {
-					t.Errorf("\n%s\nHelmRelease values: want an explicit null for the chart's required pod anti-affinity, got %v (present: %t)", tc.reason, v, ok)
+				if v, ok := anti["requiredDuringSchedulingIgnoredDuringExecution"].([]any); !ok || len(v) != 0 {
+					t.Errorf("\n%s\nHelmRelease values: want an explicit empty list for the chart's required pod anti-affinity, got %v", tc.reason, anti["requiredDuringSchedulingIgnoredDuringExecution"])
 				}
 			}
 			values, _, err := unstructured.NestedMap(hr.Object, "spec", "values")
@@ -180,7 +181,8 @@ func TestControllerValuesReachTheDeployment(t *testing.T) {
 					PodAffinityTerm: corev1.PodAffinityTerm{TopologyKey: corev1.LabelHostname, LabelSelector: selector},
 				}}},
 			}
-			if diff := cmp.Diff(wantAffinity, pod.Affinity); diff != "" {
+			// No required anti-affinity: an empty list and none are the same.
+			if diff := cmp.Diff(wantAffinity, pod.Affinity, cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("\n%s\naffinity: -want, +got:\n%s", tc.reason, diff)
 			}
 			wantSpread := []corev1.TopologySpreadConstraint{{
