@@ -211,12 +211,12 @@ func (c *claim) markReady(names ...string) {
 }
 
 // deleteAndWait deletes the claim and waits until the claim, its XR and everything it composed
-// are gone from the API server; it logs how long that took and the order in which the fake
-// provider saw the composed resources deleted.
-func (c *claim) deleteAndWait() []release {
+// are gone from the API server; it logs how long that took and returns the composed objects'
+// deletions in the order the fake provider saw them.
+func (c *claim) deleteAndWait() []deletion {
 	c.t.Helper()
 	start := time.Now()
-	fake.releases()
+	fake.deletions()
 	if err := cp.dyn.Resource(claimGVR).Namespace(c.ns).Delete(c.ctx, c.name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		c.t.Fatalf("cannot delete claim: %v", err)
 	}
@@ -230,9 +230,10 @@ func (c *claim) deleteAndWait() []release {
 		all, err := composedOf(c.ctx, cp, c.xr)
 		return err == nil && len(all) == 0, nil
 	})
-	rel := fake.releases()
+	// One more poll of the fake provider, so it has seen the last objects go.
+	time.Sleep(300 * time.Millisecond)
 	c.t.Logf("claim %s/%s deleted: everything gone in %.1fs", c.ns, c.name, time.Since(start).Seconds())
-	return rel
+	return fake.deletions()
 }
 
 // describe is the claim, its XR and what it composed, for failure messages.

@@ -5,10 +5,12 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -155,8 +157,9 @@ func crdFiles() ([]string, error) {
 }
 
 // startCrossplane runs `crossplane core init` until it succeeds (it races the establishment of
-// its own CRDs), then starts the core controllers with webhooks off, packages not run (the
-// function is served by the suite) and the test CA's client certificate for functions.
+// its own CRDs), then starts the core controllers with packages not run (the function is served
+// by the suite), the test CA's client certificate for functions, and the webhook server on
+// loopback (without it Crossplane runs no Usage controller at all).
 func (c *controlPlane) startCrossplane(ctx context.Context) error {
 	start := time.Now()
 	crds := os.Getenv("E2E_CROSSPLANE_CRDS")
@@ -193,22 +196,76 @@ func (c *controlPlane) startCrossplane(ctx context.Context) error {
 	if err := c.ca.writeTLSDir(clientDir, client); err != nil {
 		return err
 	}
-	ports := make([]int, 2)
+	// Crossplane's webhook server, which enforces Usages, on loopback with a serving certificate
+	// from the test CA.
+	server, err := c.ca.issue("crossplane-webhook", nil, []net.IP{net.ParseIP("127.0.0.1")}, nil)
+	if err != nil {
+		return err
+	}
+	serverDir := filepath.Join(c.dir, "crossplane-webhook-tls")
+	if err := c.ca.writeTLSDir(serverDir, server); err != nil {
+		return err
+	}
+	ports := make([]int, 3)
 	for i := range ports {
 		if ports[i], err = freePort(); err != nil {
 			return err
 		}
 	}
-	p, err := startProc(c.logDir, "crossplane", append(env, "TLS_CLIENT_CERTS_DIR="+clientDir),
+	metrics, health, webhook := ports[0], ports[1], ports[2]
+	p, err := startProc(c.logDir, "crossplane", append(env, "TLS_CLIENT_CERTS_DIR="+clientDir, "TLS_SERVER_CERTS_DIR="+serverDir),
 		c.bins.crossplane, "--debug", "core", "start",
-		"--enable-webhooks=false", "--package-runtime=External",
+		"--enable-webhooks=true", "--webhook-port="+strconv.Itoa(webhook), "--package-runtime=External",
 		"--xpkg-cache-dir="+filepath.Join(c.dir, "xpkg-cache"),
-		"--metrics-port="+strconv.Itoa(ports[0]), "--health-probe-port="+strconv.Itoa(ports[1]))
+		"--metrics-port="+strconv.Itoa(metrics), "--health-probe-port="+strconv.Itoa(health))
 	if err != nil {
 		return err
 	}
 	c.procs = append(c.procs, p)
-	return nil
+	readyz := fmt.Sprintf("http://127.0.0.1:%d/readyz", health)
+	if err := waitFor(ctx, 60*time.Second, "crossplane ready (webhook server started)", func() (bool, error) {
+		if done, err := p.exited(); done {
+			return false, fmt.Errorf("crossplane exited: %v", err)
+		}
+		rsp, err := http.Get(readyz)
+		if err != nil {
+			return false, nil
+		}
+		rsp.Body.Close()
+		return rsp.StatusCode == http.StatusOK, nil
+	}); err != nil {
+		return err
+	}
+	c.timed("crossplane core started", start)
+	return c.installUsageWebhook(ctx, crds, webhook)
+}
+
+// installUsageWebhook registers Crossplane's no-usages webhook, from the configuration its module
+// ships, pointed at the loopback webhook server instead of an in-cluster Service: deleting an
+// object labelled crossplane.io/in-use is then refused while a Usage of it exists.
+func (c *controlPlane) installUsageWebhook(ctx context.Context, crds string, port int) error {
+	objs, err := readObjects(filepath.Join(crds, "..", "webhookconfigurations", "usage.yaml"))
+	if err != nil {
+		return err
+	}
+	if len(objs) != 1 || objs[0].GetKind() != "ValidatingWebhookConfiguration" {
+		return fmt.Errorf("want one ValidatingWebhookConfiguration in Crossplane's webhookconfigurations/usage.yaml, found %d objects", len(objs))
+	}
+	vwc := objs[0]
+	hooks, _, _ := unstructured.NestedSlice(vwc.Object, "webhooks")
+	for i, h := range hooks {
+		hook := h.(map[string]any)
+		path, _, _ := unstructured.NestedString(hook, "clientConfig", "service", "path")
+		hook["clientConfig"] = map[string]any{
+			"url":      fmt.Sprintf("https://127.0.0.1:%d%s", port, path),
+			"caBundle": base64.StdEncoding.EncodeToString(c.ca.certPEM),
+		}
+		hooks[i] = hook
+	}
+	if err := unstructured.SetNestedSlice(vwc.Object, hooks, "webhooks"); err != nil {
+		return err
+	}
+	return c.apply(ctx, vwc)
 }
 
 // startFunction serves the function binary on loopback with mTLS: its serving certificate

@@ -66,37 +66,52 @@ func kindOf(kind string) composedKind {
 
 // fakeProvider plays provider-aws and Flux's kustomize-controller in the background: like the
 // real controllers it puts its finalizer on every object it manages as soon as it sees it, and
-// on deletion "deletes the external resource" and releases the object, recording when. Tests
-// decide readiness, failures and atProvider through its methods, as AWS would answer.
+// on deletion "deletes the external resource" and releases the object. It also records, for
+// every composed object of any kind, when its deletion was first seen (deletionTimestamp set, or
+// the object gone), so tests can check the order of deletions. Tests decide readiness, failures
+// and atProvider through its methods, as AWS would answer.
 type fakeProvider struct {
 	cp *controlPlane
 
-	mu       sync.Mutex
-	released []release // in the order the fake provider saw deletions
+	mu      sync.Mutex
+	seen    map[types.UID]deletion // every composed object seen alive, by UID
+	deleted []deletion             // in the order their deletions were seen
 }
 
-type release struct {
-	name string // composition resource name
-	kind string
-	at   time.Time
+// A deletion is a composed object whose deletion the API server accepted.
+type deletion struct {
+	name  string // composition resource name
+	kind  string
+	at    time.Time
+	cycle int // the fake provider's poll cycle that saw it: equal cycles are simultaneous
 }
 
-func newFakeProvider(c *controlPlane) *fakeProvider { return &fakeProvider{cp: c} }
+func newFakeProvider(c *controlPlane) *fakeProvider {
+	return &fakeProvider{cp: c, seen: map[types.UID]deletion{}}
+}
 
-// run reconciles finalizers every 100ms until ctx ends.
+// run reconciles every 100ms until ctx ends.
 func (f *fakeProvider) run(ctx context.Context) {
-	for {
+	for cycle := 0; ; cycle++ {
+		present := map[types.UID]bool{}
+		complete := true
 		for _, k := range composedKinds {
-			if k.finalizer == "" {
-				continue
-			}
 			l, err := f.cp.dyn.Resource(k.gvr).List(ctx, metav1.ListOptions{LabelSelector: compositeLabel})
 			if err != nil {
+				complete = false
 				continue
 			}
 			for i := range l.Items {
-				f.reconcile(ctx, k, &l.Items[i])
+				u := &l.Items[i]
+				present[u.GetUID()] = true
+				f.observe(u, cycle)
+				if k.finalizer != "" {
+					f.reconcileFinalizer(ctx, k, u)
+				}
 			}
+		}
+		if complete {
+			f.forgetGone(present, cycle)
 		}
 		select {
 		case <-ctx.Done():
@@ -106,7 +121,38 @@ func (f *fakeProvider) run(ctx context.Context) {
 	}
 }
 
-func (f *fakeProvider) reconcile(ctx context.Context, k composedKind, u *unstructured.Unstructured) {
+func (f *fakeProvider) observe(u *unstructured.Unstructured, cycle int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	d, known := f.seen[u.GetUID()]
+	if !known {
+		d = deletion{name: u.GetAnnotations()[resourceNameAnno], kind: u.GetKind()}
+		f.seen[u.GetUID()] = d
+	}
+	if u.GetDeletionTimestamp() != nil && d.at.IsZero() {
+		d.at, d.cycle = time.Now(), cycle
+		f.seen[u.GetUID()] = d
+		f.deleted = append(f.deleted, d)
+	}
+}
+
+// forgetGone records the deletion of objects that vanished between two polls.
+func (f *fakeProvider) forgetGone(present map[types.UID]bool, cycle int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for uid, d := range f.seen {
+		if present[uid] {
+			continue
+		}
+		if d.at.IsZero() {
+			d.at, d.cycle = time.Now(), cycle
+			f.deleted = append(f.deleted, d)
+		}
+		delete(f.seen, uid)
+	}
+}
+
+func (f *fakeProvider) reconcileFinalizer(ctx context.Context, k composedKind, u *unstructured.Unstructured) {
 	has := false
 	var others []any
 	for _, fin := range u.GetFinalizers() {
@@ -120,9 +166,6 @@ func (f *fakeProvider) reconcile(ctx context.Context, k composedKind, u *unstruc
 	case u.GetDeletionTimestamp() == nil && !has:
 		others = append(others, k.finalizer)
 	case u.GetDeletionTimestamp() != nil && has:
-		f.mu.Lock()
-		f.released = append(f.released, release{name: u.GetAnnotations()[resourceNameAnno], kind: u.GetKind(), at: time.Now()})
-		f.mu.Unlock()
 	default:
 		return
 	}
@@ -132,12 +175,12 @@ func (f *fakeProvider) reconcile(ctx context.Context, k composedKind, u *unstruc
 	_, _ = f.cp.dyn.Resource(k.gvr).Namespace(u.GetNamespace()).Patch(ctx, u.GetName(), types.MergePatchType, patch, metav1.PatchOptions{})
 }
 
-// releases returns, and forgets, the deletions seen so far.
-func (f *fakeProvider) releases() []release {
+// deletions returns, and forgets, the deletions seen so far.
+func (f *fakeProvider) deletions() []deletion {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	out := f.released
-	f.released = nil
+	out := f.deleted
+	f.deleted = nil
 	return out
 }
 

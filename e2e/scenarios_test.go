@@ -271,31 +271,70 @@ func TestUnreadyDeletesNothing(t *testing.T) {
 }
 
 // Scenario 6: deleting the claim removes everything it composed, the karpenter namespace
-// included. Crossplane's webhooks are off, so Usages do not hold anything back: the garbage
-// collector deletes every composed resource at once. The order in which the fake providers saw
-// the deletions is logged.
+// included, in the order the function's Usages set: the nodes before the controller, the
+// controller before its AWS access, namespace and ServiceAccount, each EventBridge target before
+// its rule and the queue. Crossplane's webhook refuses the deletion of a resource still in use,
+// the garbage collector retries, and Crossplane replays the deletion once the Usage is gone.
 func TestDeletion(t *testing.T) {
 	timed(t)
 	c := newClaim(t, "team-a", "karpenter", "prod-eu")
 	c.walkToReady()
 	resources, usages := c.composed()
-	finalized := 0
-	for _, u := range resources {
-		if kindOf(u.GetKind()).finalizer != "" {
-			finalized++
-		}
-	}
 
-	released := c.deleteAndWait()
-	if len(released) != finalized {
-		t.Errorf("the fake providers released %d of the %d resources they hold a finalizer on", len(released), finalized)
+	// The deletion order the Usages declare, read from the Usages themselves.
+	type edge struct{ by, of string }
+	var edges []edge
+	selected := func(u *unstructured.Unstructured, end string) string {
+		v, _, _ := unstructured.NestedString(u.Object, "spec", end, "resourceSelector", "matchLabels", "socle.do-now.io/composition-resource")
+		return v
 	}
-	if len(released) > 0 {
-		var b strings.Builder
-		for _, r := range released {
-			fmt.Fprintf(&b, "\n  +%5.1fs %s (%s)", r.at.Sub(released[0].at).Seconds(), r.name, r.kind)
+	for _, n := range sortedKeys(usages) {
+		edges = append(edges, edge{by: selected(usages[n], "by"), of: selected(usages[n], "of")})
+	}
+	for _, want := range []edge{
+		{"nodes-kustomization", "controller-kustomization"},
+		{"controller-kustomization", "controller-role"},
+		{"controller-kustomization", "pod-identity-association"},
+		{"controller-kustomization", "controller-namespace"},
+		{"target-health", "rule-health"},
+		{"target-health", "interruption-queue"},
+	} {
+		if !slices.Contains(edges, want) {
+			t.Errorf("no Usage orders the deletion of %s before %s", want.by, want.of)
 		}
-		t.Logf("deletion order seen by the fake providers (%d Usages existed, not enforced without webhooks):%s", len(usages), b.String())
+	}
+	// Crossplane's Usage controller binds each Usage to the objects its selectors match.
+	c.wait(react, "every Usage bound to the resources it orders", func() (bool, error) {
+		_, usages = c.composed()
+		for _, u := range usages {
+			of, _, _ := unstructured.NestedString(u.Object, "spec", "of", "resourceRef", "name")
+			by, _, _ := unstructured.NestedString(u.Object, "spec", "by", "resourceRef", "name")
+			if of == "" || by == "" {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+
+	deletions := c.deleteAndWait()
+	when := map[string]deletion{}
+	var b strings.Builder
+	for _, d := range deletions {
+		when[d.name] = d
+		fmt.Fprintf(&b, "\n  +%5.1fs %s (%s)", d.at.Sub(deletions[0].at).Seconds(), d.name, d.kind)
+	}
+	t.Logf("deletions as the fake provider saw them (deletionTimestamp set or object gone):%s", b.String())
+	for _, n := range append(sortedKeys(resources), sortedKeys(usages)...) {
+		if _, ok := when[n]; !ok {
+			t.Errorf("the deletion of %s was never seen", n)
+		}
+	}
+	for _, e := range edges {
+		by, of := when[e.by], when[e.of]
+		if by.cycle >= of.cycle {
+			t.Errorf("%s must be deleted before %s: deletions seen %+.1fs and %+.1fs after the first",
+				e.by, e.of, by.at.Sub(deletions[0].at).Seconds(), of.at.Sub(deletions[0].at).Seconds())
+		}
 	}
 	if _, err := cp.kube.CoreV1().Namespaces().Get(c.ctx, "karpenter", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("the karpenter namespace must be gone, got %v", err)
