@@ -131,6 +131,7 @@ func TestWalkToReady(t *testing.T) {
 	}
 	resources, usages := c.composed()
 	t.Logf("Ready with %d composed resources and %d Usages", len(resources), len(usages))
+	assertNothingPruned(t, resources, usages)
 	for _, n := range sortedKeys(usages) {
 		u := usages[n]
 		t.Logf("  %s %s/%s Ready=%s", u.GetKind(), u.GetNamespace(), n, conditionStatus(u, "Ready"))
@@ -149,6 +150,101 @@ func TestWalkToReady(t *testing.T) {
 			}
 		}
 	})
+}
+
+// assertNothingPruned compares every composed object's spec, as the API server stored it, with
+// what the function desires for the same claim and observed state in the golden render
+// (examples/render/7-all-ready.yaml, whose fake providers report the same identifiers): the API
+// server silently prunes fields a CRD does not know, so a field missing here was dropped.
+func assertNothingPruned(t *testing.T, maps ...map[string]*unstructured.Unstructured) {
+	t.Helper()
+	golden, err := readObjects("../examples/render/7-all-ready.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	compared := 0
+	for _, g := range golden {
+		name := g.GetAnnotations()[resourceNameAnno]
+		if name == "" {
+			continue // the XR
+		}
+		var stored *unstructured.Unstructured
+		for _, m := range maps {
+			if u, ok := m[name]; ok {
+				stored = u
+			}
+		}
+		if stored == nil {
+			t.Errorf("%s (%s) is in the golden render but was not composed", name, g.GetKind())
+			continue
+		}
+		compared++
+		for _, d := range missingFrom(g.Object["spec"], stored.Object["spec"], "spec") {
+			t.Errorf("%s (%s): %s", name, g.GetKind(), d)
+		}
+	}
+	t.Logf("%d composed objects keep every field of the golden render", compared)
+}
+
+// missingFrom lists where want is not contained in got: maps may gain fields (defaults), lists
+// and scalars must be equal element by element. A zero value (false, 0, "", empty) counts as
+// unset — the render writes the zero fields of typed structs, built-in types omit them, and the
+// API server may default them.
+func missingFrom(want, got any, path string) []string {
+	if isZero(want) {
+		return nil
+	}
+	switch w := want.(type) {
+	case map[string]any:
+		g, ok := got.(map[string]any)
+		if !ok {
+			return []string{fmt.Sprintf("%s: want an object, got %v", path, got)}
+		}
+		var out []string
+		for _, k := range sortedKeys(w) {
+			if _, ok := g[k]; !ok && !isZero(w[k]) {
+				out = append(out, fmt.Sprintf("%s.%s: dropped by the API server (want %v)", path, k, w[k]))
+				continue
+			}
+			out = append(out, missingFrom(w[k], g[k], path+"."+k)...)
+		}
+		return out
+	case []any:
+		g, ok := got.([]any)
+		if !ok || len(g) != len(w) {
+			return []string{fmt.Sprintf("%s: want %v, got %v", path, w, got)}
+		}
+		var out []string
+		for i := range w {
+			out = append(out, missingFrom(w[i], g[i], fmt.Sprintf("%s[%d]", path, i))...)
+		}
+		return out
+	default:
+		if fmt.Sprint(want) != fmt.Sprint(got) {
+			return []string{fmt.Sprintf("%s: want %v, got %v", path, want, got)}
+		}
+		return nil
+	}
+}
+
+func isZero(v any) bool {
+	switch x := v.(type) {
+	case nil:
+		return true
+	case bool:
+		return !x
+	case string:
+		return x == ""
+	case int64:
+		return x == 0
+	case float64:
+		return x == 0
+	case map[string]any:
+		return len(x) == 0
+	case []any:
+		return len(x) == 0
+	}
+	return false
 }
 
 // walkToReady has the fake provider make every composed resource Ready as soon as it appears,
