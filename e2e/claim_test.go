@@ -257,6 +257,19 @@ func (c *claim) describe() string {
 	return b.String()
 }
 
+// events lists the Kubernetes events about the claim, as `kubectl describe` shows them.
+func (c *claim) events() string {
+	l, err := cp.kube.CoreV1().Events(c.ns).List(c.ctx, metav1.ListOptions{FieldSelector: "involvedObject.uid=" + string(c.get().GetUID())})
+	if err != nil {
+		return err.Error()
+	}
+	var b strings.Builder
+	for _, e := range l.Items {
+		fmt.Fprintf(&b, "  %s %s: %s\n", e.Type, e.Reason, e.Message)
+	}
+	return b.String()
+}
+
 func conditionsText(u *unstructured.Unstructured) string {
 	var b strings.Builder
 	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")

@@ -439,6 +439,7 @@ func TestDeletion(t *testing.T) {
 
 // Scenario 2: bad claims are refused at admission by the XRD's schema, with a message naming the
 // field; the ones the schema cannot judge are refused by the function, which composes nothing.
+// Part of scenario 5 too: a claim for another tenant's cluster is refused.
 // (Immutability of the cluster name and region, a CEL rule on update, is checked on the Ready
 // claim of TestWalkToReady.)
 func TestBadClaims(t *testing.T) {
@@ -519,33 +520,46 @@ func TestBadClaims(t *testing.T) {
 	}
 	t.Logf("%d bad claims refused at admission", len(cases))
 
-	// What only the function can judge: it answers a Fatal result naming the field, and
-	// Crossplane composes nothing.
+	// What only the function can judge — including tenancy, which the Composition's input declares
+	// (prod-eu may be claimed from team-a only, its nodes in account 111122223333): it answers a
+	// Fatal result naming the field, and Crossplane composes nothing.
 	for _, tc := range []struct {
 		reason string
+		ns     string
 		mutate func(*unstructured.Unstructured)
 		want   string
 	}{
-		{"al2023@latest passes the schema but the platform has not allowed it",
+		{"al2023@latest passes the schema but the platform has not allowed it", "team-a",
 			set("al2023@latest", "spec", "pools", "private", "amiAlias"), "spec.pools.private.amiAlias"},
-		{"a region outside the node role's partition",
+		{"a region outside the node role's partition", "team-a",
 			set("arn:aws-cn:iam::111122223333:role/prod-eu-bootstrap-nodes", "spec", "nodeIdentity", "roleArn"), "spec.cluster.region"},
+		{"another tenant's cluster", "team-b",
+			func(*unstructured.Unstructured) {}, `claims from namespace "team-b" may not target cluster "prod-eu"`},
+		{"a cluster the platform has not declared", "team-a",
+			set("prod-us", "spec", "cluster", "name"), `cluster "prod-us" is not declared in the platform's tenancy`},
+		{"a node role in another account than the cluster's", "team-a",
+			set("arn:aws:iam::444455556666:role/prod-eu-bootstrap-nodes", "spec", "nodeIdentity", "roleArn"), "spec.nodeIdentity.roleArn"},
 	} {
-		t.Run(tc.want, func(t *testing.T) {
-			c := newClaimFrom(t, "team-b", "refused", tc.mutate)
-			var where string
+		t.Run(tc.reason, func(t *testing.T) {
+			c := newClaimFrom(t, tc.ns, "refused", tc.mutate)
+			// Crossplane reports a Fatal result on the XR's Synced condition; the claim shows it
+			// only if Crossplane propagates it.
+			var shown []string
 			c.wait(react, "a condition naming "+tc.want, func() (bool, error) {
-				for what, u := range map[string]*unstructured.Unstructured{"claim": c.get(), "XR": c.getXR()} {
+				shown = nil
+				for _, o := range []struct {
+					what string
+					u    *unstructured.Unstructured
+				}{{"claim", c.get()}, {"XR", c.getXR()}} {
 					for _, typ := range []string{"Synced", "Ready"} {
-						if m, _ := condition(u, typ)["message"].(string); strings.Contains(m, tc.want) {
-							where = fmt.Sprintf("%s %s=%v: %s", what, typ, condition(u, typ)["status"], m)
-							return true, nil
+						if m, _ := condition(o.u, typ)["message"].(string); strings.Contains(m, tc.want) {
+							shown = append(shown, fmt.Sprintf("%s %s=%v: %s", o.what, typ, condition(o.u, typ)["status"], m))
 						}
 					}
 				}
-				return false, nil
+				return len(shown) > 0, nil
 			})
-			t.Logf("%s: %s", tc.reason, where)
+			t.Logf("%s:\n  %s\n  claim conditions:\n%s  claim events:\n%s", tc.reason, strings.Join(shown, "\n  "), conditionsText(c.get()), c.events())
 			time.Sleep(2 * time.Second)
 			if all, _ := composedOf(c.ctx, cp, c.xr); len(all) != 0 {
 				t.Errorf("%s: nothing may be composed, got %v", tc.reason, sortedKeys(all))
