@@ -35,7 +35,7 @@ check-generated: generate ## Fail when the committed generated files differ from
 	  git status --porcelain -- apis package >&2; git --no-pager diff -- apis package | head -50 >&2; exit 1; fi
 
 .PHONY: test
-test: check-generated unit fuzz render-test package-test flux-test ## Run every test.
+test: check-generated unit fuzz render-test package-test flux-test e2e-test ## Run every test.
 
 .PHONY: unit
 unit: ## Unit and multi-reconcile tests.
