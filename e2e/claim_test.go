@@ -196,17 +196,17 @@ func (c *claim) waitCondition(typ, status string, timeout time.Duration, contain
 }
 
 // markReady has the fake provider make the named composed resources Ready.
-func (c *claim) markReady(names ...string) {
+func (c *claim) markReady(names ...string) { c.report(want{state: ready}, names...) }
+
+// report has the fake provider report w for the named composed resources, which must exist.
+func (c *claim) report(w want, names ...string) {
 	c.t.Helper()
 	got, _ := c.composed()
 	for _, n := range names {
-		u, ok := got[n]
-		if !ok {
-			c.t.Fatalf("cannot mark %s Ready: it does not exist", n)
+		if _, ok := got[n]; !ok {
+			c.t.Fatalf("cannot report on %s: it does not exist", n)
 		}
-		if err := fake.ready(c.ctx, u); err != nil {
-			c.t.Fatal(err)
-		}
+		fake.set(c.xr, n, w)
 	}
 }
 
@@ -266,6 +266,22 @@ func (c *claim) events() string {
 	var b strings.Builder
 	for _, e := range l.Items {
 		fmt.Fprintf(&b, "  %s %s: %s\n", e.Type, e.Reason, e.Message)
+	}
+	return b.String()
+}
+
+// xrWarnings lists the warning events on the claim's XR (failed applies, function errors), with
+// how many times each was seen.
+func (c *claim) xrWarnings() string {
+	l, err := cp.kube.CoreV1().Events("default").List(c.ctx, metav1.ListOptions{FieldSelector: "involvedObject.uid=" + string(c.getXR().GetUID())})
+	if err != nil {
+		return err.Error()
+	}
+	var b strings.Builder
+	for _, e := range l.Items {
+		if e.Type == "Warning" {
+			fmt.Fprintf(&b, "  %dx %s: %s\n", max(e.Count, 1), e.Reason, e.Message)
+		}
 	}
 	return b.String()
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"k8s.io/client-go/dynamic"
@@ -138,7 +139,24 @@ func (c *controlPlane) startKubernetes(ctx context.Context) error {
 		return err
 	}
 
+	// Every write, at metadata level, for reading a failure back (who created, patched or
+	// deleted what, and what the API server answered).
+	auditPolicy := filepath.Join(pki, "audit-policy.yaml")
+	if err := os.WriteFile(auditPolicy, []byte(`apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: None
+  verbs: [get, list, watch]
+- level: None
+  resources: [{group: coordination.k8s.io, resources: [leases]}, {group: "", resources: [events]}]
+- level: Metadata
+`), 0o600); err != nil {
+		return err
+	}
+
 	apiserver, err := startProc(c.logDir, "kube-apiserver", nil, c.bins.apiserver,
+		"--audit-policy-file="+auditPolicy, "--audit-log-path="+filepath.Join(c.logDir, "kube-apiserver-audit.log"),
 		"--etcd-servers="+etcdURL,
 		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", "--secure-port="+strconv.Itoa(apiPort),
 		"--tls-cert-file="+filepath.Join(pki, "apiserver.crt"), "--tls-private-key-file="+filepath.Join(pki, "apiserver.key"),
@@ -201,11 +219,15 @@ func (c *controlPlane) report(failed bool) {
 	for _, p := range c.procs {
 		fmt.Printf("e2e:   %-24s %s\n", p.name, p.log)
 	}
+	fmt.Printf("e2e:   %-24s %s\n", "API writes (audit)", filepath.Join(c.logDir, "kube-apiserver-audit.log"))
 	if !failed {
 		return
 	}
 	entries, _ := os.ReadDir(c.logDir)
 	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), "-audit.log") {
+			continue
+		}
 		path := filepath.Join(c.logDir, e.Name())
 		fmt.Printf("\n===== %s (last 40 lines) =====\n%s\n", path, tail(path, 40))
 	}

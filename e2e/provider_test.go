@@ -64,18 +64,50 @@ func kindOf(kind string) composedKind {
 	panic("unknown composed kind " + kind)
 }
 
-// fakeProvider plays provider-aws and Flux's kustomize-controller in the background: like the
-// real controllers it puts its finalizer on every object it manages as soon as it sees it, and
-// on deletion "deletes the external resource" and releases the object. It also records, for
-// every composed object of any kind, when its deletion was first seen (deletionTimestamp set, or
-// the object gone), so tests can check the order of deletions. Tests decide readiness, failures
-// and atProvider through its methods, as AWS would answer.
+// fakeProvider plays provider-aws and Flux's kustomize-controller in the background, every
+// 100ms: like the real controllers it puts its finalizer on every object it manages as soon as
+// it sees it, keeps each object's status at what the test says AWS or Flux reports (set), and on
+// deletion "deletes the external resource" and releases the object. It also records, for every
+// composed object of any kind, when its deletion was first seen (deletionTimestamp set, or the
+// object gone), so tests can check the order of deletions.
 type fakeProvider struct {
 	cp *controlPlane
 
 	mu      sync.Mutex
+	wants   map[string]want        // by XR and composition resource name
 	seen    map[types.UID]deletion // every composed object seen alive, by UID
 	deleted []deletion             // in the order their deletions were seen
+}
+
+// A want is what the fake provider reports for one composed resource, as AWS or Flux would
+// answer. The background loop keeps the object's status at it: like a real controller it
+// re-asserts its status whenever the object says otherwise.
+type want struct {
+	state   state
+	message string // the provider's or Flux's message, for failing and unready
+	dropARN bool   // unready only: the provider no longer observes the resource's ARN
+}
+
+type state int
+
+const (
+	ready   state = iota + 1 // created: atProvider filled, Ready and Synced; a Job completed; a Kustomization applied
+	failing                  // AWS refused it: Synced=False with the provider's error
+	unready                  // degraded after being Ready
+)
+
+// set makes the fake provider report w for a composed resource of an XR from now on.
+func (f *fakeProvider) set(xr, name string, w want) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.wants[xr+"/"+name] = w
+}
+
+func (f *fakeProvider) wantFor(u *unstructured.Unstructured) (want, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	w, ok := f.wants[u.GetLabels()[compositeLabel]+"/"+u.GetAnnotations()[resourceNameAnno]]
+	return w, ok
 }
 
 // A deletion is a composed object whose deletion the API server accepted.
@@ -87,7 +119,7 @@ type deletion struct {
 }
 
 func newFakeProvider(c *controlPlane) *fakeProvider {
-	return &fakeProvider{cp: c, seen: map[types.UID]deletion{}}
+	return &fakeProvider{cp: c, wants: map[string]want{}, seen: map[types.UID]deletion{}}
 }
 
 // run reconciles every 100ms until ctx ends.
@@ -107,6 +139,9 @@ func (f *fakeProvider) run(ctx context.Context) {
 				f.observe(u, cycle)
 				if k.finalizer != "" {
 					f.reconcileFinalizer(ctx, k, u)
+				}
+				if w, ok := f.wantFor(u); ok && u.GetDeletionTimestamp() == nil && !reports(u, w) {
+					_ = f.report(ctx, u, w)
 				}
 			}
 		}
@@ -198,24 +233,43 @@ func (f *fakeProvider) patchStatus(ctx context.Context, u *unstructured.Unstruct
 	return nil
 }
 
-// ready makes an object Ready the way its controller would: a managed resource gets the
-// identifiers AWS assigns in status.atProvider and Ready/Synced; a Job completes; a
-// Kustomization reports the applied revision. Namespaces and ServiceAccounts need nothing (the
-// API server makes a Namespace Active).
-func (f *fakeProvider) ready(ctx context.Context, u *unstructured.Unstructured) error {
+// report writes w into an object's status the way its controller would: a managed resource
+// gets the identifiers AWS assigns in status.atProvider and Ready/Synced, or the provider's
+// error; a Job completes; a Kustomization reports the applied revision or a failed health check.
+// Namespaces, ServiceAccounts and Usages need nothing (the API server makes a Namespace Active,
+// Crossplane makes a Usage Ready).
+func (f *fakeProvider) report(ctx context.Context, u *unstructured.Unstructured, w want) error {
 	switch u.GetKind() {
 	case "Namespace", "ServiceAccount", "Usage", "ClusterUsage":
 		return nil
 	case "Job":
-		return f.jobFinished(ctx, u, true)
+		return f.jobFinished(ctx, u, w.state == ready)
 	case "Kustomization":
+		if w.state == ready {
+			return f.patchStatus(ctx, u, map[string]any{
+				"observedGeneration":    u.GetGeneration(),
+				"lastAppliedRevision":   kustomizationRevSHA,
+				"lastAttemptedRevision": kustomizationRevSHA,
+				"conditions": []any{fluxCondition("Ready", "True", "ReconciliationSucceeded", "Applied revision: "+kustomizationRevSHA, u.GetGeneration()),
+					fluxCondition("Healthy", "True", "Succeeded", "Health check passed", u.GetGeneration())},
+			})
+		}
+		return f.patchStatus(ctx, u, map[string]any{"conditions": []any{
+			fluxCondition("Ready", "False", "HealthCheckFailed", w.message, u.GetGeneration())}})
+	}
+	switch w.state {
+	case failing:
 		return f.patchStatus(ctx, u, map[string]any{
-			"observedGeneration":    u.GetGeneration(),
-			"lastAppliedRevision":   kustomizationRevSHA,
-			"lastAttemptedRevision": kustomizationRevSHA,
-			"conditions": []any{fluxCondition("Ready", "True", "ReconciliationSucceeded", "Applied revision: "+kustomizationRevSHA, u.GetGeneration()),
-				fluxCondition("Healthy", "True", "Succeeded", "Health check passed", u.GetGeneration())},
+			"conditions": []any{xpCondition("Ready", "False", "Creating", ""), xpCondition("Synced", "False", "ReconcileError", w.message)},
 		})
+	case unready:
+		status := map[string]any{
+			"conditions": []any{xpCondition("Ready", "False", "Unavailable", w.message), xpCondition("Synced", "True", "ReconcileSuccess", "")},
+		}
+		if w.dropARN {
+			status["atProvider"] = map[string]any{"arn": nil}
+		}
+		return f.patchStatus(ctx, u, status)
 	}
 	return f.patchStatus(ctx, u, map[string]any{
 		"atProvider": atProvider(u),
@@ -223,24 +277,35 @@ func (f *fakeProvider) ready(ctx context.Context, u *unstructured.Unstructured) 
 	})
 }
 
-// failing makes a managed resource report that AWS refused it, as a provider does: Synced=False
-// with the provider's error, Ready=False.
-func (f *fakeProvider) failing(ctx context.Context, u *unstructured.Unstructured, message string) error {
-	return f.patchStatus(ctx, u, map[string]any{
-		"conditions": []any{xpCondition("Ready", "False", "Creating", ""), xpCondition("Synced", "False", "ReconcileError", message)},
-	})
-}
-
-// unready makes a Ready managed resource or Kustomization not Ready any more, keeping what it
-// observed (a resource AWS reports as degraded, a HelmRelease failing its health check).
-func (f *fakeProvider) unready(ctx context.Context, u *unstructured.Unstructured, message string) error {
-	if u.GetKind() == "Kustomization" {
-		return f.patchStatus(ctx, u, map[string]any{"conditions": []any{
-			fluxCondition("Ready", "False", "HealthCheckFailed", message, u.GetGeneration())}})
+// reports tells whether an object's status already says what w says.
+func reports(u *unstructured.Unstructured, w want) bool {
+	readyC, synced := condition(u, "Ready"), condition(u, "Synced")
+	is := func(c map[string]any, status, reason, message string) bool {
+		return c != nil && c["status"] == status && (reason == "" || c["reason"] == reason) && (message == "" || c["message"] == message)
 	}
-	return f.patchStatus(ctx, u, map[string]any{
-		"conditions": []any{xpCondition("Ready", "False", "Unavailable", message), xpCondition("Synced", "True", "ReconcileSuccess", "")},
-	})
+	switch u.GetKind() {
+	case "Namespace", "ServiceAccount", "Usage", "ClusterUsage":
+		return true
+	case "Job":
+		if w.state == ready {
+			return is(condition(u, "Complete"), "True", "", "")
+		}
+		return is(condition(u, "Failed"), "True", "", "")
+	case "Kustomization":
+		if w.state == ready {
+			return is(readyC, "True", "", "")
+		}
+		return is(readyC, "False", "HealthCheckFailed", w.message)
+	}
+	arn, hasARN, _ := unstructured.NestedString(u.Object, "status", "atProvider", "arn")
+	switch w.state {
+	case failing:
+		return is(synced, "False", "ReconcileError", w.message)
+	case unready:
+		return is(readyC, "False", "Unavailable", w.message) && !(w.dropARN && hasARN)
+	}
+	_, wantsARN := atProvider(u)["arn"]
+	return is(readyC, "True", "", "") && is(synced, "True", "", "") && (!wantsARN || arn != "")
 }
 
 // jobFinished records a Job's end as the Job controller does: the terminal condition follows

@@ -64,7 +64,7 @@ e2e-tools: $(E2E_BINARIES) ## Build the end-to-end control plane binaries (cache
 E2E_FUNCTION := $(CACHE)/e2e/function
 E2E_FLUX_MODULES := github.com/fluxcd/kustomize-controller@v1.7.2 github.com/fluxcd/helm-controller@v1.4.0 \
   github.com/fluxcd/source-controller@v1.7.0
-E2E_TIMEOUT ?= 20m
+E2E_TIMEOUT ?= 45m
 
 .PHONY: e2e-test
 e2e-test: $(E2E_BINARIES) provider-aws-crds ## End-to-end tests against a real API server and Crossplane on loopback.
