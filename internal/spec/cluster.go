@@ -2,6 +2,7 @@ package spec
 
 import (
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -91,7 +92,7 @@ func validateCluster(in v1beta1.Input) field.ErrorList {
 	errs = append(errs, dnsLabel(f.Child("namespace"), in.Flux.Namespace)...)
 	errs = append(errs, dnsLabel(f.Child("sourceRef", "namespace"), in.Flux.SourceRef.Namespace)...)
 	errs = append(errs, dnsSubdomain(f.Child("sourceRef", "name"), in.Flux.SourceRef.Name)...)
-	if !contains(sourceKinds, in.Flux.SourceRef.Kind) {
+	if !slices.Contains(sourceKinds, in.Flux.SourceRef.Kind) {
 		errs = append(errs, field.NotSupported(f.Child("sourceRef", "kind"), in.Flux.SourceRef.Kind, sourceKinds))
 	}
 	for name, path := range map[string]string{"controllerPath": in.Flux.ControllerPath, "nodesPath": in.Flux.NodesPath} {

@@ -3,6 +3,7 @@ package spec
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -103,7 +104,7 @@ func validatePool(p *field.Path, pool v1alpha1.Pool, platform v1beta1.Nodes) fie
 		ct[i] = string(v)
 	}
 	errs = append(errs, validateSet(p.Child("capacityTypes"), ct, func(i int, v string) *field.Error {
-		if !contains(capacityTypes, v) {
+		if !slices.Contains(capacityTypes, v) {
 			return field.NotSupported(p.Child("capacityTypes").Index(i), v, capacityTypes)
 		}
 		return nil
@@ -113,7 +114,7 @@ func validatePool(p *field.Path, pool v1alpha1.Pool, platform v1beta1.Nodes) fie
 		arch[i] = string(v)
 	}
 	errs = append(errs, validateSet(p.Child("architectures"), arch, func(i int, v string) *field.Error {
-		if !contains(architectures, v) {
+		if !slices.Contains(architectures, v) {
 			return field.NotSupported(p.Child("architectures").Index(i), v, architectures)
 		}
 		return nil
@@ -171,13 +172,4 @@ func validateQuantity(p *field.Path, v string, max resource.Quantity) field.Erro
 		return field.ErrorList{field.Invalid(p, v, fmt.Sprintf("must be above 0 and at most %s", max.String()))}
 	}
 	return nil
-}
-
-func contains(list []string, v string) bool {
-	for _, l := range list {
-		if l == v {
-			return true
-		}
-	}
-	return false
 }

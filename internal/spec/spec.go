@@ -13,7 +13,6 @@ import (
 	"unicode/utf8"
 
 	"google.golang.org/protobuf/types/known/structpb"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/do-now/function-karpenter/apis/input/v1beta1"
@@ -220,15 +219,9 @@ func validateInput(c *Config) field.ErrorList {
 			errs = append(errs, field.Invalid(p.Child("permissionsBoundaryArn"), b, fmt.Sprintf("is in partition %q, the node role in %q", part, c.NodeRole.Partition)))
 		}
 	}
-	for _, msg := range validation.IsDNS1123Subdomain(in.ProviderConfigName) {
-		errs = append(errs, field.Invalid(p.Child("providerConfigName"), in.ProviderConfigName, msg))
-	}
-	for _, msg := range validation.IsDNS1123Label(in.PodIdentity.Namespace) {
-		errs = append(errs, field.Invalid(p.Child("podIdentity", "namespace"), in.PodIdentity.Namespace, msg))
-	}
-	for _, msg := range validation.IsDNS1123Subdomain(in.PodIdentity.ServiceAccount) {
-		errs = append(errs, field.Invalid(p.Child("podIdentity", "serviceAccount"), in.PodIdentity.ServiceAccount, msg))
-	}
+	errs = append(errs, dnsSubdomain(p.Child("providerConfigName"), in.ProviderConfigName)...)
+	errs = append(errs, dnsLabel(p.Child("podIdentity", "namespace"), in.PodIdentity.Namespace)...)
+	errs = append(errs, dnsSubdomain(p.Child("podIdentity", "serviceAccount"), in.PodIdentity.ServiceAccount)...)
 	errs = append(errs, validateTags(p.Child("tags"), in.Tags)...)
 	return errs
 }

@@ -6,6 +6,7 @@ package tenancy
 
 import (
 	"fmt"
+	"slices"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -29,7 +30,7 @@ func Check(c *spec.Config, namespace string) field.ErrorList {
 		return field.ErrorList{field.Forbidden(name, fmt.Sprintf("cluster %q is not declared in the platform's tenancy", c.Spec.Cluster.Name))}
 	}
 	var errs field.ErrorList
-	if namespace != "" && !contains(cluster.Namespaces, namespace) {
+	if namespace != "" && !slices.Contains(cluster.Namespaces, namespace) {
 		errs = append(errs, field.Forbidden(name, fmt.Sprintf("claims from namespace %q may not target cluster %q", namespace, c.Spec.Cluster.Name)))
 	}
 	if c.NodeRole.Account != cluster.Account {
@@ -46,13 +47,4 @@ func find(clusters []v1beta1.TenantCluster, name string) (v1beta1.TenantCluster,
 		}
 	}
 	return v1beta1.TenantCluster{}, false
-}
-
-func contains(list []string, v string) bool {
-	for _, l := range list {
-		if l == v {
-			return true
-		}
-	}
-	return false
 }
