@@ -14,7 +14,7 @@ GO_TEST_FLAGS ?= -count=1
 
 # Environment the render tests read.
 RENDER_ENV = CROSSPLANE=$(CROSSPLANE) VALIDATE_FLAGS="$(VALIDATE_FLAGS)" PROVIDER_AWS_CRDS=$(PROVIDER_AWS_CRDS) \
-  FLUX_KUSTOMIZE_CRDS=$(FLUX_KUSTOMIZE_CRDS) K8S_SCHEMAS=$(K8S_SCHEMAS)
+  PROVIDER_KUBERNETES_CRDS=$(PROVIDER_KUBERNETES_CRDS) FLUX_KUSTOMIZE_CRDS=$(FLUX_KUSTOMIZE_CRDS) K8S_SCHEMAS=$(K8S_SCHEMAS)
 
 .PHONY: render
 render: $(CROSSPLANE) ## Render examples/xr.yaml through every step into _output/render/.
@@ -49,7 +49,7 @@ fuzz: ## Each fuzz target for FUZZ_TIME, from the committed seed corpus.
 	go test -run '^$$' -fuzz '^FuzzRunFunction$$' -fuzztime $(FUZZ_TIME) ./fn/
 
 .PHONY: render-test
-render-test: $(CROSSPLANE) $(CROSSPLANE_VALIDATE_SEED) provider-aws-crds flux-crds k8s-schemas ## Golden crossplane render per step, validated.
+render-test: $(CROSSPLANE) $(CROSSPLANE_VALIDATE_SEED) provider-aws-crds provider-kubernetes-crds flux-crds k8s-schemas ## Golden crossplane render per step, validated.
 	$(RENDER_ENV) go test $(GO_TEST_FLAGS) -tags render ./test/render/...
 
 .PHONY: flux-test
@@ -57,7 +57,7 @@ flux-test: ## What Flux would apply: kustomize build + Karpenter CRD validation 
 	cd test/flux && go vet ./... && go test $(GO_TEST_FLAGS) ./...
 
 .PHONY: update-golden
-update-golden: $(CROSSPLANE) $(CROSSPLANE_VALIDATE_SEED) provider-aws-crds flux-crds k8s-schemas ## Rewrite fixtures and golden render output.
+update-golden: $(CROSSPLANE) $(CROSSPLANE_VALIDATE_SEED) provider-aws-crds provider-kubernetes-crds flux-crds k8s-schemas ## Rewrite fixtures and golden render output.
 	go test -count=1 ./fn -run TestExampleFixtures -update
 	$(RENDER_ENV) go test -count=1 -tags render ./test/render/... -update
 

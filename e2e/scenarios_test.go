@@ -163,11 +163,11 @@ func TestWalkToReady(t *testing.T) {
 
 // assertNothingPruned compares every composed object's spec, as the API server stored it, with
 // what the function desires for the same claim and observed state in the golden render
-// (examples/render/7-all-ready.yaml, whose fake providers report the same identifiers): the API
+// (examples/render/8-all-ready.yaml, whose fake providers report the same identifiers): the API
 // server silently prunes fields a CRD does not know, so a field missing here was dropped.
 func assertNothingPruned(t *testing.T, maps ...map[string]*unstructured.Unstructured) {
 	t.Helper()
-	golden, err := readObjects("../examples/render/7-all-ready.yaml")
+	golden, err := readObjects("../examples/render/8-all-ready.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -57,7 +57,8 @@ func TestExampleFixtures(t *testing.T) {
 	}
 	identity := next(nil)
 	wiring := next(identity)
-	accessCheck := next(wiring)
+	namespace := next(wiring)
+	accessCheck := next(namespace)
 	controller := next(accessCheck)
 	all := next(controller)
 
@@ -70,11 +71,12 @@ func TestExampleFixtures(t *testing.T) {
 	fixtures := map[string]map[resource.Name]map[string]any{
 		"2-identity-ready.yaml":           identity,
 		"3-wiring-ready.yaml":             wiring,
-		"4-access-check-failed.yaml":      checkFailed,
-		"5-access-check-passed.yaml":      accessCheck,
-		"6-controller-ready.yaml":         controller,
-		"7-all-ready.yaml":                all,
-		"8-controller-failing-later.yaml": controllerFailing,
+		"4-namespace-ready.yaml":          namespace,
+		"5-access-check-failed.yaml":      checkFailed,
+		"6-access-check-passed.yaml":      accessCheck,
+		"7-controller-ready.yaml":         controller,
+		"8-all-ready.yaml":                all,
+		"9-controller-failing-later.yaml": controllerFailing,
 	}
 	for file, observed := range fixtures {
 		path := filepath.Join("..", "examples", "observed", file)

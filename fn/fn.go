@@ -72,7 +72,8 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 		return rsp, nil
 	}
 
-	out, err := sequence.Run(sequence.Steps(cfg, observed), observed)
+	out, err := sequence.Run(sequence.Steps(cfg, observed), observed,
+		map[string]string{spec.ClusterLabel: spec.KubernetesName(cfg.Spec.Cluster.Name)})
 	if err != nil {
 		response.Fatal(rsp, err)
 		return rsp, nil

@@ -216,9 +216,23 @@ func TestWalkToReady(t *testing.T) {
 		t.Errorf("association roleArn %v, want the observed role ARN %s", got, wantRoleARN)
 	}
 
+	// Step 3 goes to the claimed cluster in two rounds: what lives in the
+	// namespace only once the namespace exists.
 	observed = aws.observe(rsp, true)
 	rsp = call(observed)
-	round{desired: union(step1, step2, step3), usages: targetUsages, ready: union(step1, step2), conditions: wantConditions(2, "Creating")}.check(t, "step 2 Ready", rsp)
+	round{desired: union(step1, step2, []string{"controller-namespace"}), usages: targetUsages, ready: union(step1, step2), conditions: wantConditions(2, "Creating")}.check(t, "step 2 Ready", rsp)
+	if got := rsp.GetDesired().GetResources()["controller-namespace"].GetResource().AsMap()["spec"].(map[string]any)["providerConfigRef"]; !cmp.Equal(got, map[string]any{"name": "prod-eu"}) {
+		t.Errorf("the namespace's Object goes through providerConfigRef %v, want the claimed cluster's own (prod-eu)", got)
+	}
+
+	observed = aws.observe(rsp, true)
+	observed["controller-namespace"] = unready(observed["controller-namespace"])
+	rsp = call(observed)
+	round{desired: union(step1, step2, []string{"controller-namespace"}), usages: targetUsages, ready: union(step1, step2), conditions: wantConditions(2, "Creating")}.check(t, "namespace not Ready yet", rsp)
+
+	observed = aws.observe(rsp, true)
+	rsp = call(observed)
+	round{desired: union(step1, step2, step3), usages: targetUsages, ready: union(step1, step2, []string{"controller-namespace"}), conditions: wantConditions(2, "Creating")}.check(t, "namespace Ready", rsp)
 
 	observed = aws.observe(rsp, true)
 	observed["access-check"] = jobFailed(observed["access-check"])

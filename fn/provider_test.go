@@ -32,25 +32,26 @@ func (p fakeProviders) observe(rsp *fnv1.RunFunctionResponse, ready bool) map[re
 func (p fakeProviders) created(desired map[string]any, ready bool) map[string]any {
 	obj := deepCopy(desired)
 	switch obj["kind"] {
-	case "Namespace":
-		phase := "Terminating"
-		if ready {
-			phase = "Active"
-		}
-		obj["status"] = map[string]any{"phase": phase}
-		return obj
-	case "ServiceAccount":
-		return obj
 	case "Usage", "ClusterUsage":
 		obj["status"] = map[string]any{"conditions": conditions(true, "", "")}
 		return obj
-	case "Job":
-		obj["status"] = map[string]any{"active": 1}
-		if ready {
-			obj["status"] = map[string]any{"succeeded": 1, "conditions": []any{
-				map[string]any{"type": "Complete", "status": "True"},
-			}}
+	case "Object":
+		// provider-kubernetes: the manifest as the claimed cluster returns
+		// it, status included, and Ready as the Object's readiness policy
+		// derives it.
+		manifest := deepCopy(obj["spec"].(map[string]any)["forProvider"].(map[string]any)["manifest"].(map[string]any))
+		switch manifest["kind"] {
+		case "Namespace":
+			manifest["status"] = map[string]any{"phase": "Active"}
+		case "Job":
+			manifest["status"] = map[string]any{"active": 1}
+			if ready {
+				manifest["status"] = map[string]any{"succeeded": 1, "conditions": []any{
+					map[string]any{"type": "Complete", "status": "True"},
+				}}
+			}
 		}
+		obj["status"] = map[string]any{"atProvider": map[string]any{"manifest": manifest}, "conditions": conditions(ready, "", "")}
 		return obj
 	case "Kustomization":
 		obj["status"] = map[string]any{"conditions": fluxConditions(ready, "Progressing", "Reconciliation in progress")}
@@ -80,10 +81,12 @@ func (p fakeProviders) created(desired map[string]any, ready bool) map[string]an
 	return obj
 }
 
-// jobFailed marks an observed Job as failed the way the Job controller does.
+// jobFailed marks the Job an observed Object carries as failed the way the
+// Job controller does; the Object stays unready, as its CEL query says.
 func jobFailed(obj map[string]any) map[string]any {
-	obj = deepCopy(obj)
-	obj["status"] = map[string]any{"failed": 7, "conditions": []any{
+	obj = unready(obj)
+	manifest := obj["status"].(map[string]any)["atProvider"].(map[string]any)["manifest"].(map[string]any)
+	manifest["status"] = map[string]any{"failed": 7, "conditions": []any{
 		map[string]any{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded", "message": "Job has reached the specified backoff limit"},
 	}}
 	return obj

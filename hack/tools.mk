@@ -110,6 +110,17 @@ FLUX_KUSTOMIZE_CRDS = $(eval FLUX_KUSTOMIZE_CRDS := $$(addsuffix /config/crd/bas
 FLUX_HELM_CRDS = $(eval FLUX_HELM_CRDS := $$(addsuffix /config/crd/bases,$$(call module-dir,$(FLUX_HELM_CONTROLLER))))$(FLUX_HELM_CRDS)
 FLUX_SOURCE_CRDS = $(eval FLUX_SOURCE_CRDS := $$(addsuffix /config/crd/bases,$$(call module-dir,$(FLUX_SOURCE_CONTROLLER))))$(FLUX_SOURCE_CRDS)
 
+# provider-kubernetes, whose Object carries step three's objects to the claimed cluster: its
+# CRDs from the module zip, at the version crossplane.yaml depends on at least.
+PROVIDER_KUBERNETES := github.com/crossplane-contrib/provider-kubernetes@v1.3.1
+PROVIDER_KUBERNETES_CRDS = $(eval PROVIDER_KUBERNETES_CRDS := $$(addsuffix /package/crds,$$(call module-dir,$(PROVIDER_KUBERNETES))))$(PROVIDER_KUBERNETES_CRDS)
+
+.PHONY: provider-kubernetes-crds
+provider-kubernetes-crds:
+	@test -n "$(PROVIDER_KUBERNETES_CRDS)" && test -d "$(PROVIDER_KUBERNETES_CRDS)" || \
+	  { echo "cannot locate the $(PROVIDER_KUBERNETES) CRDs (see go's error above)" >&2; exit 1; }
+	@echo $(PROVIDER_KUBERNETES_CRDS)
+
 .PHONY: flux-crds
 flux-crds:
 	@for d in "$(FLUX_KUSTOMIZE_CRDS)" "$(FLUX_HELM_CRDS)" "$(FLUX_SOURCE_CRDS)"; do \

@@ -2,13 +2,21 @@
 // controller's namespace, its ServiceAccount (the chart's own is turned off)
 // and the access-check Job, which proves the Pod Identity credentials reach a
 // pod under that ServiceAccount before the controller starts.
+//
+// They belong in the claimed EKS cluster, not in the cluster Crossplane runs
+// in, which may serve many: each is wrapped in a provider-kubernetes Object
+// applied through the ProviderConfig that reaches the claimed cluster.
 package cluster
 
 import (
+	"fmt"
+
 	"github.com/crossplane/function-sdk-go/resource"
+	"github.com/crossplane/function-sdk-go/resource/composed"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/do-now/function-karpenter/internal/spec"
@@ -21,6 +29,16 @@ const (
 	AccessCheck    resource.Name = "access-check"
 )
 
+// The provider-kubernetes Object that carries each manifest.
+const (
+	ObjectAPIVersion = "kubernetes.crossplane.io/v1alpha2"
+	ObjectKind       = "Object"
+)
+
+// JobComplete is the access check's readiness as provider-kubernetes
+// evaluates it on the observed Job: Complete, not merely created.
+const JobComplete = `object.status.conditions.exists(c, c.type == 'Complete' && c.status == 'True')`
+
 // AccessCheckJob is the name of the access-check Job.
 const AccessCheckJob = "karpenter-access-check"
 
@@ -28,13 +46,22 @@ const AccessCheckJob = "karpenter-access-check"
 // and the access check must never run on one.
 const ManagedNodeLabel = "karpenter.sh/nodepool"
 
-// Objects returns step three's objects.
-func Objects(c *spec.Config) map[resource.Name]runtime.Object {
+// Needs says which of step three's resources wait for which sibling: what
+// lives in the namespace is applied once the namespace exists.
+func Needs() map[resource.Name][]resource.Name {
+	return map[resource.Name][]resource.Name{
+		ServiceAccount: {Namespace},
+		AccessCheck:    {Namespace},
+	}
+}
+
+// Manifests returns step three's objects as the claimed cluster gets them.
+func Manifests(c *spec.Config) map[resource.Name]runtime.Object {
 	ns := c.Input.PodIdentity.Namespace
 	labels := map[string]string{
 		"app.kubernetes.io/part-of":    "karpenter",
 		"app.kubernetes.io/managed-by": "crossplane",
-		"socle.do-now.io/cluster":      spec.KubernetesName(c.Spec.Cluster.Name),
+		spec.ClusterLabel:              spec.KubernetesName(c.Spec.Cluster.Name),
 	}
 	return map[resource.Name]runtime.Object{
 		Namespace: &corev1.Namespace{
@@ -47,6 +74,36 @@ func Objects(c *spec.Config) map[resource.Name]runtime.Object {
 		},
 		AccessCheck: accessCheck(c, labels),
 	}
+}
+
+// Objects returns step three: each manifest in a provider-kubernetes Object
+// bound to the claimed cluster's ProviderConfig.
+func Objects(c *spec.Config) (map[resource.Name]runtime.Object, error) {
+	out := map[resource.Name]runtime.Object{}
+	for name, m := range Manifests(c) {
+		// Converted as the SDK converts composed resources, so empty
+		// structs are omitted and the manifest says only what we mean.
+		cd, err := composed.From(m)
+		if err != nil {
+			return nil, fmt.Errorf("cannot convert the %s manifest: %w", name, err)
+		}
+		manifest := cd.Object
+		delete(manifest, "status") // the cluster's to write, not ours
+		objSpec := map[string]any{
+			"forProvider":       map[string]any{"manifest": manifest},
+			"providerConfigRef": map[string]any{"name": c.Delivery().ProviderConfig},
+		}
+		if name == AccessCheck {
+			objSpec["readiness"] = map[string]any{"policy": "DeriveFromCelQuery", "celQuery": JobComplete}
+		}
+		o := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": ObjectAPIVersion,
+			"kind":       ObjectKind,
+			"spec":       objSpec,
+		}}
+		out[name] = o
+	}
+	return out, nil
 }
 
 func accessCheck(c *spec.Config, labels map[string]string) *batchv1.Job {

@@ -36,7 +36,7 @@ func TestAccessCheckRunsAsTheController(t *testing.T) {
 		},
 		"accessCheck": map[string]any{"image": "registry.example/aws-cli:2.31.30", "backoffLimit": 4, "activeDeadlineSeconds": 300},
 	})
-	objs := Objects(c)
+	objs := Manifests(c)
 
 	ns := objs[Namespace].(*corev1.Namespace)
 	sa := objs[ServiceAccount].(*corev1.ServiceAccount)

@@ -1,7 +1,8 @@
 // Package flux builds the Flux Kustomizations of steps four and five: one
 // installs the Karpenter controller (a HelmRelease of the chart from the
 // GitOps base, with the claim's values), the other the node pools, after the
-// controller and removed before it.
+// controller and removed before it. Both live next to Crossplane and apply
+// to the claimed cluster through its kubeconfig Secret.
 package flux
 
 import (
@@ -12,6 +13,7 @@ import (
 	"github.com/crossplane/function-sdk-go/resource"
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	"github.com/fluxcd/pkg/apis/kustomize"
+	"github.com/fluxcd/pkg/apis/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
@@ -31,6 +33,10 @@ const (
 	helmGroup       = "helm.toolkit.fluxcd.io"
 	helmVersion     = "v2"
 )
+
+// KubeConfigKey is the key of the claimed cluster's kubeconfig in its
+// Secret (Flux's own default, and what Cluster API writes).
+const KubeConfigKey = "value"
 
 // Substitution variables the bases use.
 const (
@@ -96,9 +102,14 @@ func kustomization(c *spec.Config, name, path string) *kustomizev1.Kustomization
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      name,
 			Namespace: c.Input.Flux.Namespace,
-			Labels:    map[string]string{"socle.do-now.io/cluster": spec.KubernetesName(c.Spec.Cluster.Name)},
 		},
 		Spec: kustomizev1.KustomizationSpec{
+			// Applied to the claimed cluster, not to the one Flux and
+			// Crossplane run in: several clusters share one control plane.
+			KubeConfig: &meta.KubeConfigReference{SecretRef: &meta.SecretKeyReference{
+				Name: c.Delivery().KubeConfigSecret,
+				Key:  KubeConfigKey,
+			}},
 			Interval:  metav1.Duration{Duration: interval},
 			Timeout:   &metav1.Duration{Duration: timeout},
 			Path:      path,

@@ -6,6 +6,7 @@ package sequence
 
 import (
 	"fmt"
+	"maps"
 	"sort"
 	"strings"
 
@@ -22,6 +23,9 @@ type Step struct {
 	Condition string
 	// Build returns the step's desired resources by composed resource name.
 	Build func() (map[resource.Name]runtime.Object, error)
+	// Needs orders resources within the step: a resource is emitted only
+	// once the siblings it names are Ready (or once it exists).
+	Needs map[resource.Name][]resource.Name
 }
 
 // ResourceLabel carries a composed resource's name on the object itself, so
@@ -65,7 +69,9 @@ type Ref struct {
 // Run walks the steps in order. A step whose prerequisites are not all Ready
 // emits only those of its resources that already exist, so a prerequisite
 // that turns unready later never makes Crossplane delete what runs.
-func Run(steps []Step, observed map[resource.Name]resource.ObservedComposed) (Outcome, error) {
+//
+// Every emitted resource carries labels, besides ResourceLabel.
+func Run(steps []Step, observed map[resource.Name]resource.ObservedComposed, labels map[string]string) (Outcome, error) {
 	out := Outcome{Desired: map[resource.Name]*resource.DesiredComposed{}, Ready: true, Refs: map[resource.Name]Ref{}}
 	var blockedBy []string // the first unready step, and what in it is unready
 	for _, s := range steps {
@@ -74,11 +80,17 @@ func Run(steps []Step, observed map[resource.Name]resource.ObservedComposed) (Ou
 			return Outcome{}, fmt.Errorf("cannot build step %s: %w", s.Condition, err)
 		}
 		allowed := blockedBy == nil
+		health := map[resource.Name]Health{}
+		for name := range objs {
+			if ocd, exists := observed[name]; exists {
+				health[name] = Observe(ocd)
+			}
+		}
 		var pending, problems []string
 		for _, name := range sortedNames(objs) {
 			out.Refs[name] = refOf(objs[name])
-			ocd, exists := observed[name]
-			if !allowed && !exists {
+			_, exists := observed[name]
+			if !exists && (!allowed || !siblingsReady(s.Needs[name], health)) {
 				pending = append(pending, string(name))
 				continue
 			}
@@ -86,17 +98,15 @@ func Run(steps []Step, observed map[resource.Name]resource.ObservedComposed) (Ou
 			if err != nil {
 				return Outcome{}, fmt.Errorf("cannot convert composed resource %q: %w", name, err)
 			}
-			labels := cd.GetLabels()
-			if labels == nil {
-				labels = map[string]string{}
+			l := cd.GetLabels()
+			if l == nil {
+				l = map[string]string{}
 			}
-			labels[ResourceLabel] = string(name)
-			cd.SetLabels(labels)
+			maps.Copy(l, labels)
+			l[ResourceLabel] = string(name)
+			cd.SetLabels(l)
 			dc := &resource.DesiredComposed{Resource: cd, Ready: resource.ReadyFalse}
-			h := Health{}
-			if exists {
-				h = Observe(ocd)
-			}
+			h := health[name]
 			if h.Ready {
 				dc.Ready = resource.ReadyTrue
 			} else {
@@ -131,6 +141,15 @@ func Run(steps []Step, observed map[resource.Name]resource.ObservedComposed) (Ou
 		}
 	}
 	return out, nil
+}
+
+func siblingsReady(needs []resource.Name, health map[resource.Name]Health) bool {
+	for _, n := range needs {
+		if !health[n].Ready {
+			return false
+		}
+	}
+	return true
 }
 
 func refOf(o runtime.Object) Ref {

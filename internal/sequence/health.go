@@ -5,6 +5,7 @@ import (
 
 	xpv1 "github.com/crossplane/crossplane-runtime/v2/apis/common/v1"
 	"github.com/crossplane/function-sdk-go/resource"
+	"github.com/crossplane/function-sdk-go/resource/composed"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -16,37 +17,47 @@ type Health struct {
 }
 
 // Observe reads an observed resource's readiness from its real status: a
-// Job has succeeded, a Namespace is Active, a ServiceAccount exists, a
-// managed resource or a Flux Kustomization has Ready=True.
+// managed resource or a Flux Kustomization has Ready=True; a
+// provider-kubernetes Object too, and when it carries a Job, the Job as
+// observed in the claimed cluster has completed.
 func Observe(ocd resource.ObservedComposed) Health {
 	r := ocd.Resource
-	switch r.GroupVersionKind().GroupKind().String() {
-	case "Job.batch":
-		if condition(ocd, "Complete").Status == corev1.ConditionTrue {
-			return Health{Ready: true}
+	h := Health{Ready: r.GetCondition(xpv1.TypeReady).Status == corev1.ConditionTrue}
+	if r.GroupVersionKind().GroupKind().String() == "Object.kubernetes.crossplane.io" {
+		if kind, _ := r.GetString("status.atProvider.manifest.kind"); kind == "Job" {
+			h = observeJob(r)
 		}
-		if c := condition(ocd, "Failed"); c.Status == corev1.ConditionTrue {
-			return Health{Problems: []string{fmt.Sprintf("Job failed (%s): %s", c.Reason, c.Message)}}
-		}
-		return Health{}
-	case "Namespace":
-		phase, _ := r.GetString("status.phase")
-		return Health{Ready: phase == string(corev1.NamespaceActive)}
-	case "ServiceAccount":
-		return Health{Ready: true}
 	}
-	h := Health{Ready: condition(ocd, xpv1.TypeReady).Status == corev1.ConditionTrue}
 	if h.Ready {
 		return h
 	}
 	for _, t := range []xpv1.ConditionType{xpv1.TypeSynced, xpv1.TypeReady} {
-		if c := condition(ocd, t); c.Status == corev1.ConditionFalse && c.Message != "" {
+		if c := r.GetCondition(t); c.Status == corev1.ConditionFalse && c.Message != "" {
 			h.Problems = append(h.Problems, fmt.Sprintf("%s=False (%s): %s", t, c.Reason, c.Message))
 		}
 	}
 	return h
 }
 
-func condition(ocd resource.ObservedComposed, t xpv1.ConditionType) xpv1.Condition {
-	return ocd.Resource.GetCondition(t)
+// observeJob reads the Job a provider-kubernetes Object observed: Ready
+// once Complete, a problem once Failed, whatever the Object's own Ready
+// says (a Job that failed is still "created").
+func observeJob(r *composed.Unstructured) Health {
+	var conditions []map[string]any
+	if err := r.GetValueInto("status.atProvider.manifest.status.conditions", &conditions); err != nil {
+		return Health{}
+	}
+	var h Health
+	for _, c := range conditions {
+		if c["status"] != string(corev1.ConditionTrue) {
+			continue
+		}
+		switch c["type"] {
+		case "Complete":
+			h.Ready = true
+		case "Failed":
+			h.Problems = append(h.Problems, fmt.Sprintf("Job failed (%v): %v", c["reason"], c["message"]))
+		}
+	}
+	return h
 }

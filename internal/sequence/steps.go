@@ -34,7 +34,8 @@ func Steps(c *spec.Config, observed map[resource.Name]resource.ObservedComposed)
 		},
 		{
 			Condition: AccessCheckReady,
-			Build:     func() (map[resource.Name]runtime.Object, error) { return cluster.Objects(c), nil },
+			Build:     func() (map[resource.Name]runtime.Object, error) { return cluster.Objects(c) },
+			Needs:     cluster.Needs(),
 		},
 		{
 			Condition: ControllerReady,

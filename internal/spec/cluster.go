@@ -183,10 +183,45 @@ func dnsSubdomain(p *field.Path, v string) field.ErrorList {
 	return errs
 }
 
+// ClusterLabel carries the cluster's name, in Kubernetes form, on every
+// object composed for it, in Crossplane's cluster and in the claimed one.
+const ClusterLabel = "socle.do-now.io/cluster"
+
 // KubernetesName turns a cluster name (letters, digits, '-' and '_') into a
 // Kubernetes object name.
 func KubernetesName(cluster string) string {
 	return strings.ReplaceAll(strings.ToLower(cluster), "_", "-")
+}
+
+// Delivery is how the claimed cluster's own API server is reached: the
+// objects of step three go there through a provider-kubernetes
+// ProviderConfig, the Flux Kustomizations through a kubeconfig Secret.
+// Crossplane may run elsewhere and serve many clusters.
+type Delivery struct {
+	ProviderConfig   string
+	KubeConfigSecret string
+}
+
+// Delivery returns the claimed cluster's delivery: what the platform's
+// tenancy declares for it, else the defaults named after the cluster.
+func (c *Config) Delivery() Delivery {
+	name := KubernetesName(c.Spec.Cluster.Name)
+	d := Delivery{ProviderConfig: name, KubeConfigSecret: name + "-kubeconfig"}
+	if c.Input.Tenancy == nil {
+		return d
+	}
+	for _, cl := range c.Input.Tenancy.Clusters {
+		if cl.Name != c.Spec.Cluster.Name {
+			continue
+		}
+		if cl.KubernetesProviderConfig != "" {
+			d.ProviderConfig = cl.KubernetesProviderConfig
+		}
+		if cl.KubeConfigSecret != "" {
+			d.KubeConfigSecret = cl.KubeConfigSecret
+		}
+	}
+	return d
 }
 
 var (
@@ -215,6 +250,12 @@ func validateTenancy(t *v1beta1.Tenancy) field.ErrorList {
 		}
 		for j, ns := range cl.Namespaces {
 			errs = append(errs, dnsLabel(p.Index(i).Child("namespaces").Index(j), ns)...)
+		}
+		if cl.KubernetesProviderConfig != "" {
+			errs = append(errs, dnsSubdomain(p.Index(i).Child("kubernetesProviderConfig"), cl.KubernetesProviderConfig)...)
+		}
+		if cl.KubeConfigSecret != "" {
+			errs = append(errs, dnsSubdomain(p.Index(i).Child("kubeConfigSecret"), cl.KubeConfigSecret)...)
 		}
 	}
 	return errs

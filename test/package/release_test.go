@@ -38,6 +38,7 @@ const (
 
 // The providers whose managed resources the function composes.
 var wantProviders = []string{
+	"xpkg.crossplane.io/crossplane-contrib/provider-kubernetes",
 	"xpkg.upbound.io/upbound/provider-aws-cloudwatchevents",
 	"xpkg.upbound.io/upbound/provider-aws-eks",
 	"xpkg.upbound.io/upbound/provider-aws-iam",

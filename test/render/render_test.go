@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"sigs.k8s.io/yaml"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in examples/render/")
@@ -37,11 +38,12 @@ var steps = []struct {
 	{name: "1-nothing"},
 	{name: "2-identity-ready", observed: "2-identity-ready.yaml"},
 	{name: "3-wiring-ready", observed: "3-wiring-ready.yaml"},
-	{name: "4-access-check-failed", observed: "4-access-check-failed.yaml"},
-	{name: "5-access-check-passed", observed: "5-access-check-passed.yaml"},
-	{name: "6-controller-ready", observed: "6-controller-ready.yaml"},
-	{name: "7-all-ready", observed: "7-all-ready.yaml"},
-	{name: "8-controller-failing-later", observed: "8-controller-failing-later.yaml"},
+	{name: "4-namespace-ready", observed: "4-namespace-ready.yaml"},
+	{name: "5-access-check-failed", observed: "5-access-check-failed.yaml"},
+	{name: "6-access-check-passed", observed: "6-access-check-passed.yaml"},
+	{name: "7-controller-ready", observed: "7-controller-ready.yaml"},
+	{name: "8-all-ready", observed: "8-all-ready.yaml"},
+	{name: "9-controller-failing-later", observed: "9-controller-failing-later.yaml"},
 }
 
 // The provider-aws CRDs of every kind the function composes.
@@ -53,6 +55,13 @@ var providerCRDs = []string{
 	"cloudwatchevents.aws.upbound.io_rules.yaml",
 	"cloudwatchevents.aws.upbound.io_targets.yaml",
 	"eks.aws.upbound.io_podidentityassociations.yaml",
+}
+
+// The provider-kubernetes CRD (PROVIDER_KUBERNETES_CRDS) of the Object that
+// carries step three's objects; what it carries is validated against
+// k8sSchemas.
+var kubernetesCRDs = []string{
+	"kubernetes.crossplane.io_objects.yaml",
 }
 
 // The Flux CRDs (FLUX_KUSTOMIZE_CRDS) of every Flux kind the function composes.
@@ -87,9 +96,10 @@ func extensionsDir(t *testing.T, root, tmp string) string {
 		t.Fatal(err)
 	}
 	for dir, files := range map[string][]string{
-		env(t, "PROVIDER_AWS_CRDS"):   providerCRDs,
-		env(t, "FLUX_KUSTOMIZE_CRDS"): fluxCRDs,
-		env(t, "K8S_SCHEMAS"):         k8sSchemas,
+		env(t, "PROVIDER_AWS_CRDS"):        providerCRDs,
+		env(t, "PROVIDER_KUBERNETES_CRDS"): kubernetesCRDs,
+		env(t, "FLUX_KUSTOMIZE_CRDS"):      fluxCRDs,
+		env(t, "K8S_SCHEMAS"):              k8sSchemas,
 	} {
 		for _, f := range files {
 			copyFile(t, filepath.Join(dir, f), filepath.Join(extensions, f))
@@ -159,9 +169,11 @@ func TestRenderEveryStep(t *testing.T) {
 				t.Errorf("crossplane render differs from %s (-golden +rendered):\n%s", golden, diff)
 			}
 
-			// Results are render's own kind, not cluster objects: validate the rest.
+			// Results are render's own kind, not cluster objects: validate the
+			// rest, and what each provider-kubernetes Object carries, which
+			// its own schema leaves open.
 			objects := filepath.Join(tmp, s.name+".yaml")
-			if err := os.WriteFile(objects, withoutResults(got), 0o644); err != nil {
+			if err := os.WriteFile(objects, validatable(t, got), 0o644); err != nil {
 				t.Fatal(err)
 			}
 			out, ok := validate(t, extensions, objects)
@@ -235,13 +247,35 @@ func copyFile(t *testing.T, from, to string) {
 	}
 }
 
-func withoutResults(rendered []byte) []byte {
+// validatable is render's output without its Results, plus the manifest of
+// every provider-kubernetes Object as a document of its own.
+func validatable(t *testing.T, rendered []byte) []byte {
+	t.Helper()
 	var keep [][]byte
 	for _, doc := range bytes.Split(rendered, []byte("\n---\n")) {
-		if bytes.Contains(doc, []byte("\nkind: Result\n")) {
+		var o struct {
+			APIVersion string `json:"apiVersion"`
+			Kind       string `json:"kind"`
+			Spec       struct {
+				ForProvider struct {
+					Manifest map[string]any `json:"manifest"`
+				} `json:"forProvider"`
+			} `json:"spec"`
+		}
+		if err := yaml.Unmarshal(doc, &o); err != nil {
+			t.Fatalf("cannot parse a rendered document: %v\n%s", err, doc)
+		}
+		if o.Kind == "Result" {
 			continue
 		}
 		keep = append(keep, doc)
+		if o.Kind == "Object" && strings.HasPrefix(o.APIVersion, "kubernetes.crossplane.io/") {
+			m, err := yaml.Marshal(o.Spec.ForProvider.Manifest)
+			if err != nil {
+				t.Fatal(err)
+			}
+			keep = append(keep, m)
+		}
 	}
 	return []byte(fmt.Sprintf("%s\n", bytes.Join(keep, []byte("\n---\n"))))
 }

@@ -111,6 +111,18 @@ type TenantCluster struct {
 	// +listType=set
 	// +optional
 	Namespaces []string `json:"namespaces,omitempty"`
+	// KubernetesProviderConfig is the provider-kubernetes ProviderConfig
+	// whose credentials reach this cluster's API server: the controller's
+	// namespace, its ServiceAccount and the access check are applied there
+	// through it. Defaults to the cluster name in Kubernetes form.
+	// +optional
+	KubernetesProviderConfig string `json:"kubernetesProviderConfig,omitempty"`
+	// KubeConfigSecret is the Secret, in the Flux namespace, holding the
+	// kubeconfig (key "value") Flux applies the controller and the node
+	// pools to this cluster with. Defaults to <cluster>-kubeconfig, the
+	// cluster name in Kubernetes form.
+	// +optional
+	KubeConfigSecret string `json:"kubeConfigSecret,omitempty"`
 }
 
 // SourceRef names the Flux source of the GitOps base.
