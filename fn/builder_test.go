@@ -27,6 +27,9 @@ type requestBuilder struct {
 	input    map[string]any
 	observed map[string]map[string]any
 	xrConds  []any
+	// required are the resources Crossplane resolved for each requirement;
+	// nil until it has.
+	required map[string][]map[string]any
 }
 
 func aRequest(t testing.TB) *requestBuilder {
@@ -82,6 +85,15 @@ func (b *requestBuilder) observing(objs map[resource.Name]map[string]any) *reque
 	return b
 }
 
+// requiring answers a requirement with what Crossplane found for it.
+func (b *requestBuilder) requiring(name string, objs ...map[string]any) *requestBuilder {
+	if b.required == nil {
+		b.required = map[string][]map[string]any{}
+	}
+	b.required[name] = objs
+	return b
+}
+
 func (b *requestBuilder) build() *fnv1.RunFunctionRequest {
 	b.t.Helper()
 	xr := deepCopy(b.xr)
@@ -98,6 +110,16 @@ func (b *requestBuilder) build() *fnv1.RunFunctionRequest {
 	}
 	for n, o := range b.observed {
 		req.Observed.Resources[n] = &fnv1.Resource{Resource: mustStruct(b.t, o)}
+	}
+	if b.required != nil {
+		req.RequiredResources = map[string]*fnv1.Resources{}
+		for n, objs := range b.required {
+			rs := &fnv1.Resources{}
+			for _, o := range objs {
+				rs.Items = append(rs.Items, &fnv1.Resource{Resource: mustStruct(b.t, o)})
+			}
+			req.RequiredResources[n] = rs
+		}
 	}
 	return req
 }

@@ -61,6 +61,20 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 	}
 	claimNamespace, _ := oxr.Resource.GetString("spec.claimRef.namespace")
 	errs = append(tenancy.Check(cfg, claimNamespace), awsres.CheckIdentity(cfg, observed)...)
+	// Which XRs hold the cluster: asked of Crossplane on every call, judged
+	// once it answered (it calls again with the answer, in the same
+	// reconcile, before anything is applied).
+	rsp.Requirements = &fnv1.Requirements{Resources: map[string]*fnv1.ResourceSelector{tenancy.Requirement: tenancy.Selector(cfg)}}
+	roles, resolved, err := request.GetRequiredResource(req, tenancy.Requirement)
+	if err != nil {
+		response.Fatal(rsp, errors.Wrap(err, "cannot read the cluster's controller roles"))
+		return rsp, nil
+	}
+	if resolved {
+		if e := tenancy.Claimed(cfg, oxr.Resource.GetName(), roles); e != nil {
+			errs = append(errs, e)
+		}
+	}
 	if len(errs) > 0 {
 		log.Info("refusing XR", "error", errs.ToAggregate().Error())
 		response.Fatal(rsp, errors.Errorf("refusing %s %q: %s", oxr.Resource.GetKind(), oxr.Resource.GetName(), errs.ToAggregate().Error()))

@@ -1,8 +1,13 @@
 package main
 
 import (
+	"fmt"
 	"strings"
 	"testing"
+
+	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
+	"github.com/crossplane/function-sdk-go/resource"
+	"github.com/google/go-cmp/cmp"
 )
 
 // TestTenancy checks who may claim which cluster.
@@ -97,5 +102,198 @@ func TestIdentityIsImmutable(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// controllerRole is a controller role for prod-eu as Crossplane labels it
+// when XR xr, claimed from namespace/claim (empty for none), composed it.
+func controllerRole(xr, namespace, claim, created string) map[string]any {
+	labels := map[string]any{
+		"crossplane.io/composite":              xr,
+		"socle.do-now.io/cluster":              "prod-eu",
+		"socle.do-now.io/composition-resource": "controller-role",
+	}
+	if claim != "" {
+		labels["crossplane.io/claim-namespace"] = namespace
+		labels["crossplane.io/claim-name"] = claim
+	}
+	return map[string]any{
+		"apiVersion": "iam.aws.upbound.io/v1beta1",
+		"kind":       "Role",
+		"metadata":   map[string]any{"name": xr + "-controller-role", "labels": labels, "creationTimestamp": created},
+	}
+}
+
+// TestOneKarpenterPerCluster checks that a cluster another XR holds cannot
+// be claimed again, even from a namespace the platform allows: both would
+// manage the same AWS role, queue and rules.
+func TestOneKarpenterPerCluster(t *testing.T) {
+	const (
+		self    = "team-a-karpenter-x7k2p" // aRequest's XR
+		earlier = "2026-11-01T10:00:00Z"
+		later   = "2026-11-02T10:00:00Z"
+	)
+	other := controllerRole("team-c-karpenter-q9w8e", "team-c", "karpenter", earlier)
+	cases := map[string]struct {
+		reason string
+		req    *requestBuilder
+		want   string
+	}{
+		"NotResolvedYet": {
+			reason: "Before Crossplane answered the requirement nothing is known: compose as usual; Crossplane calls again with the answer.",
+			req:    aRequest(t),
+		},
+		"NoRoleYet": {
+			reason: "Nobody holds the cluster.",
+			req:    aRequest(t).requiring("cluster-controller-roles"),
+		},
+		"OwnRoleOnly": {
+			reason: "The XR's own role is not a rival.",
+			req:    aRequest(t).requiring("cluster-controller-roles", controllerRole(self, "team-a", "karpenter", earlier)),
+		},
+		"HeldByAnotherClaim": {
+			reason: "team-c's claim holds prod-eu: team-a's is refused and says by whom.",
+			req:    aRequest(t).requiring("cluster-controller-roles", other),
+			want:   `spec.cluster.name: Forbidden: cluster "prod-eu" is already claimed by claim team-c/karpenter`,
+		},
+		"HeldByThePlatform": {
+			reason: "An XR without a claim holds prod-eu.",
+			req:    aRequest(t).requiring("cluster-controller-roles", controllerRole("platform-karpenter", "", "", earlier)),
+			want:   `cluster "prod-eu" is already claimed by XKarpenter platform-karpenter`,
+		},
+		"RaceLostByTheYounger": {
+			reason: "Both XRs composed a role at once: the one with the younger role gives way.",
+			req:    aRequest(t).requiring("cluster-controller-roles", controllerRole(self, "team-a", "karpenter", later), other),
+			want:   `already claimed by claim team-c/karpenter`,
+		},
+		"RaceWonByTheOlder": {
+			reason: "Both XRs composed a role at once: the one with the older role keeps the cluster.",
+			req: aRequest(t).requiring("cluster-controller-roles", controllerRole(self, "team-a", "karpenter", earlier),
+				controllerRole("team-c-karpenter-q9w8e", "team-c", "karpenter", later)),
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			rsp := run(t, tc.req.build())
+			got := fatal(rsp)
+			switch {
+			case tc.want == "" && got != "":
+				t.Errorf("%s\nrefused: %s", tc.reason, got)
+			case tc.want == "" && len(desiredNames(rsp)) == 0:
+				t.Errorf("%s\nan allowed claim must compose its first step", tc.reason)
+			case tc.want != "" && !strings.Contains(got, tc.want):
+				t.Errorf("%s\nfatal message %q does not say %q", tc.reason, got, tc.want)
+			case tc.want != "" && len(rsp.GetDesired().GetResources()) != 0:
+				t.Errorf("%s\na refused claim must compose nothing, got %v", tc.reason, desiredNames(rsp))
+			}
+			// Every answer asks again, so a rival that appears later is seen.
+			sel := rsp.GetRequirements().GetResources()["cluster-controller-roles"]
+			wantLabels := map[string]string{"socle.do-now.io/cluster": "prod-eu", "socle.do-now.io/composition-resource": "controller-role"}
+			if sel.GetApiVersion() != "iam.aws.upbound.io/v1beta1" || sel.GetKind() != "Role" || !cmp.Equal(wantLabels, sel.GetMatchLabels().GetLabels()) {
+				t.Errorf("requirement %v, want the Roles labelled %v", sel, wantLabels)
+			}
+		})
+	}
+}
+
+// TestClustersShareOneControlPlane walks two claims for two clusters to
+// Ready: no AWS name and no Kubernetes object of one is the other's, and
+// each goes to its own cluster (its ProviderConfig, its kubeconfig).
+func TestClustersShareOneControlPlane(t *testing.T) {
+	aws := fakeProviders{t: t, account: account}
+	tenancy := []any{
+		map[string]any{"name": "prod-eu", "account": account, "namespaces": []any{"team-a"}},
+		map[string]any{
+			"name": "prod-us", "account": account, "namespaces": []any{"team-b"},
+			"kubernetesProviderConfig": "eks-prod-us", "kubeConfigSecret": "eks-prod-us-admin",
+		},
+	}
+	walk := func(b *requestBuilder) map[string]map[string]any {
+		b.withInput("tenancy.clusters", tenancy)
+		var observed map[resource.Name]map[string]any
+		for range 10 {
+			rsp := run(t, b.observing(observed).build())
+			if msg := fatal(rsp); msg != "" {
+				t.Fatalf("refused: %s", msg)
+			}
+			if rsp.GetDesired().GetComposite().GetReady() != fnv1.Ready_READY_FALSE {
+				out := map[string]map[string]any{}
+				for n, r := range rsp.GetDesired().GetResources() {
+					out[n] = r.GetResource().AsMap()
+				}
+				return out
+			}
+			observed = aws.observe(rsp, true)
+		}
+		t.Fatal("not Ready after 10 calls")
+		return nil
+	}
+	eu := walk(aRequest(t))
+	us := walk(aRequest(t).
+		withSpec("claimRef.namespace", "team-b").
+		withSpec("cluster.name", "prod-us").withSpec("cluster.region", "us-east-1").
+		withSpec("nodeIdentity.roleArn", "arn:aws:iam::111122223333:role/prod-us-nodes"))
+
+	// What names a resource where it lives: the external name of an AWS
+	// resource, the queue's name, a Kustomization's namespace/name, what an
+	// Object applies and where.
+	identities := func(objs map[string]map[string]any, cluster string) map[string]string {
+		out := map[string]string{}
+		for n, o := range objs {
+			md, _ := o["metadata"].(map[string]any)
+			labels, _ := md["labels"].(map[string]any)
+			if !strings.HasPrefix(n, "usage-") && labels["socle.do-now.io/cluster"] != cluster {
+				t.Errorf("%s of %s is labelled for cluster %v", n, cluster, labels["socle.do-now.io/cluster"])
+			}
+			spec, _ := o["spec"].(map[string]any)
+			fp, _ := spec["forProvider"].(map[string]any)
+			switch o["kind"] {
+			case "Kustomization":
+				out[n] = md["namespace"].(string) + "/" + md["name"].(string)
+			case "Object":
+				m := fp["manifest"].(map[string]any)
+				mmd := m["metadata"].(map[string]any)
+				out[n] = fmt.Sprintf("%v %v/%v in %v", m["kind"], mmd["namespace"], mmd["name"], spec["providerConfigRef"].(map[string]any)["name"])
+			case "Queue":
+				out[n] = fp["name"].(string)
+			default:
+				if a, ok := md["annotations"].(map[string]any); ok && a["crossplane.io/external-name"] != nil {
+					out[n] = a["crossplane.io/external-name"].(string)
+				}
+			}
+		}
+		return out
+	}
+	euIDs, usIDs := identities(eu, "prod-eu"), identities(us, "prod-us")
+	if len(euIDs) != len(usIDs) || len(euIDs) < 12 {
+		t.Fatalf("named resources: %d for prod-eu, %d for prod-us", len(euIDs), len(usIDs))
+	}
+	taken := map[string]string{}
+	for n, id := range euIDs {
+		taken[id] = n
+	}
+	for n, id := range usIDs {
+		if other, ok := taken[id]; ok {
+			t.Errorf("prod-us's %s and prod-eu's %s are both %q", n, other, id)
+		}
+	}
+	for _, tc := range []struct {
+		objs                   map[string]map[string]any
+		providerConfig, secret string
+	}{
+		{eu, "prod-eu", "prod-eu-kubeconfig"},
+		{us, "eks-prod-us", "eks-prod-us-admin"},
+	} {
+		for _, n := range step3 {
+			if got := tc.objs[n]["spec"].(map[string]any)["providerConfigRef"]; !cmp.Equal(got, map[string]any{"name": tc.providerConfig}) {
+				t.Errorf("%s goes through %v, want ProviderConfig %s", n, got, tc.providerConfig)
+			}
+		}
+		for _, n := range union(step4, step5) {
+			want := map[string]any{"secretRef": map[string]any{"name": tc.secret, "key": "value"}}
+			if got := tc.objs[n]["spec"].(map[string]any)["kubeConfig"]; !cmp.Equal(got, want) {
+				t.Errorf("%s applies with kubeConfig %v, want %v", n, got, want)
+			}
+		}
 	}
 }
