@@ -295,6 +295,17 @@ func TestLoadInvalid(t *testing.T) {
 			input:  input(map[string]any{"providerConfigName": "Default"}),
 			want:   []errorID{invalid("input.providerConfigName")},
 		},
+		"ClusterDeliveryNamesInvalid": {
+			reason: "A cluster's ProviderConfig and kubeconfig Secret are object names: DNS subdomains.",
+			spec:   xr(),
+			input: input(map[string]any{"tenancy": map[string]any{"clusters": []any{map[string]any{
+				"name": "prod-eu", "account": "111122223333", "kubernetesProviderConfig": "Prod_EU", "kubeConfigSecret": "prod-eu/kubeconfig",
+			}}}}),
+			want: []errorID{
+				invalid("input.tenancy.clusters[0].kubeConfigSecret"),
+				invalid("input.tenancy.clusters[0].kubernetesProviderConfig"),
+			},
+		},
 		"NamespaceInvalid": {
 			reason: "A namespace is a DNS label: no dots, no uppercase.",
 			spec:   xr(),
