@@ -133,16 +133,7 @@ func TestRenderEveryStep(t *testing.T) {
 	}
 	tmp := t.TempDir()
 
-	addr := startFunction(t, root, tmp)
-	functions := filepath.Join(tmp, "functions.yaml")
-	fb, err := os.ReadFile(filepath.Join(root, "examples", "functions.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	fb = bytes.Replace(fb, []byte("runtime-development-target: 127.0.0.1:9443"), []byte("runtime-development-target: "+addr), 1)
-	if err := os.WriteFile(functions, fb, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	functions := functionsFile(t, root, tmp, startFunction(t, root, tmp))
 
 	extensions := extensionsDir(t, root, tmp)
 
@@ -182,6 +173,22 @@ func TestRenderEveryStep(t *testing.T) {
 			}
 		})
 	}
+}
+
+// functionsFile writes examples/functions.yaml pointing at the function
+// listening on addr.
+func functionsFile(t *testing.T, root, tmp, addr string) string {
+	t.Helper()
+	functions := filepath.Join(tmp, "functions.yaml")
+	fb, err := os.ReadFile(filepath.Join(root, "examples", "functions.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fb = bytes.Replace(fb, []byte("runtime-development-target: 127.0.0.1:9443"), []byte("runtime-development-target: "+addr), 1)
+	if err := os.WriteFile(functions, fb, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return functions
 }
 
 // startFunction builds and starts the function on a free loopback port, and
@@ -278,4 +285,29 @@ func validatable(t *testing.T, rendered []byte) []byte {
 		}
 	}
 	return []byte(fmt.Sprintf("%s\n", bytes.Join(keep, []byte("\n---\n"))))
+}
+
+// TestRenderRefusesAClaimedCluster renders the example claim while another
+// claim's controller Role for prod-eu exists, as Crossplane would find it
+// for the function's requirement: the real CLI relays the requirement, and
+// the function refuses with the field and the holder.
+func TestRenderRefusesAClaimedCluster(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmp := t.TempDir()
+	functions := functionsFile(t, root, tmp, startFunction(t, root, tmp))
+	var stdout, stderr bytes.Buffer
+	cmd := exec.Command(env(t, "CROSSPLANE"), "render", filepath.Join(root, "examples", "xr.yaml"),
+		filepath.Join(root, "apis", "composition.yaml"), functions,
+		"--required-resources", filepath.Join(root, "examples", "required", "prod-eu-held-by-team-c.yaml"))
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err == nil {
+		t.Fatalf("crossplane render composed a claim for a cluster another claim holds:\n%s", stdout.String())
+	}
+	want := `spec.cluster.name: Forbidden: cluster "prod-eu" is already claimed by claim team-c/karpenter`
+	if !strings.Contains(stderr.String(), want) {
+		t.Errorf("crossplane render failed without saying %q:\n%s", want, stderr.String())
+	}
 }
