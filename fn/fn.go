@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	xpv1 "github.com/crossplane/crossplane-runtime/v2/apis/common/v1"
@@ -50,7 +51,7 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 	cfg, errs := spec.Load(xrSpec, req.GetInput())
 	if len(errs) > 0 {
 		log.Info("refusing invalid XR or input", "error", errs.ToAggregate().Error())
-		response.Fatal(rsp, errors.Errorf("invalid %s %q: %s", oxr.Resource.GetKind(), oxr.Resource.GetName(), errs.ToAggregate().Error()))
+		refuse(rsp, oxr, ReasonInvalid, errors.Errorf("invalid %s %q: %s", oxr.Resource.GetKind(), oxr.Resource.GetName(), errs.ToAggregate().Error()))
 		return rsp, nil
 	}
 
@@ -77,9 +78,12 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 	}
 	if len(errs) > 0 {
 		log.Info("refusing XR", "error", errs.ToAggregate().Error())
-		response.Fatal(rsp, errors.Errorf("refusing %s %q: %s", oxr.Resource.GetKind(), oxr.Resource.GetName(), errs.ToAggregate().Error()))
+		refuse(rsp, oxr, ReasonRefused, errors.Errorf("refusing %s %q: %s", oxr.Resource.GetKind(), oxr.Resource.GetName(), errs.ToAggregate().Error()))
 		return rsp, nil
 	}
+	response.ConditionTrue(rsp, ConditionAccepted, ReasonAccepted).
+		WithMessage(fmt.Sprintf("Karpenter for cluster %q in %s", cfg.Spec.Cluster.Name, cfg.Spec.Cluster.Region)).
+		TargetCompositeAndClaim()
 	desired, err := request.GetDesiredComposedResources(req)
 	if err != nil {
 		response.Fatal(rsp, errors.Wrap(err, "cannot get desired composed resources"))
@@ -138,6 +142,34 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 		}
 	}
 	return rsp, nil
+}
+
+// ConditionAccepted says on the XR and the claim whether the function takes
+// the claim on: a refusal is a Fatal result, which Crossplane shows on the
+// XR's Synced condition only, so the claim would otherwise just wait.
+const ConditionAccepted = "Accepted"
+
+// Reasons of ConditionAccepted.
+const (
+	ReasonAccepted = "Accepted"
+	// ReasonInvalid: the claim or the platform's input does not validate.
+	ReasonInvalid = "Invalid"
+	// ReasonRefused: valid, but not this tenant's to claim, or a change
+	// that would orphan what exists.
+	ReasonRefused = "Refused"
+)
+
+// refuse answers a Fatal result, which makes Crossplane apply nothing and
+// delete nothing, plus the refusal as a condition and, when it is news, a
+// warning event, both on the claim too (Crossplane applies a Fatal
+// response's conditions and the events before it).
+func refuse(rsp *fnv1.RunFunctionResponse, oxr *resource.Composite, reason string, err error) {
+	was := oxr.Resource.GetCondition(ConditionAccepted)
+	if was.Status != corev1.ConditionFalse || string(was.Reason) != reason || was.Message != err.Error() {
+		response.Warning(rsp, err).WithReason(reason).TargetCompositeAndClaim()
+	}
+	response.ConditionFalse(rsp, ConditionAccepted, reason).WithMessage(err.Error()).TargetCompositeAndClaim()
+	response.Fatal(rsp, err)
 }
 
 func setCondition(rsp *fnv1.RunFunctionResponse, c sequence.Condition) {

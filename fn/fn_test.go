@@ -33,7 +33,7 @@ var (
 // wantConditions is the state of every step: ready ones Available, the
 // first unready one with reason first, the rest waiting for prerequisites.
 func wantConditions(ready int, first string) map[string]cond {
-	out := map[string]cond{}
+	out := map[string]cond{"Accepted": {fnv1.Status_STATUS_CONDITION_TRUE, "Accepted"}}
 	for i, s := range steps {
 		switch {
 		case i < ready:
@@ -414,6 +414,7 @@ func TestBadInputComposesNothing(t *testing.T) {
 			if !strings.Contains(msg, tc.want) {
 				t.Errorf("%s\nfatal message %q does not name %q", tc.reason, msg, tc.want)
 			}
+			checkRefusalShown(t, rsp, "Invalid", msg)
 			if diff := cmp.Diff([]string{"from-an-earlier-function"}, desiredNames(rsp), cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("%s\na refused XR must neither add nor drop desired resources (-want +got):\n%s", tc.reason, diff)
 			}
@@ -444,5 +445,32 @@ func TestQueuePolicyNamesTheObservedRules(t *testing.T) {
 	sort.Strings(want)
 	if diff := cmp.Diff(want, doc.Statement[0].Condition["ArnEquals"]["aws:SourceArn"]); diff != "" {
 		t.Errorf("aws:SourceArn (-observed rule ARNs +got):\n%s", diff)
+	}
+}
+
+// checkRefusalShown checks that a refusal reaches the claim, not only the
+// XR's Synced condition: Accepted=False with the reason and the message, and
+// a warning event, both targeted at the claim too.
+func checkRefusalShown(t *testing.T, rsp *fnv1.RunFunctionResponse, reason, msg string) {
+	t.Helper()
+	var accepted *fnv1.Condition
+	for _, c := range rsp.GetConditions() {
+		if c.GetType() == "Accepted" {
+			accepted = c
+		}
+	}
+	switch {
+	case accepted == nil:
+		t.Errorf("a refusal must set the Accepted condition")
+	case accepted.GetStatus() != fnv1.Status_STATUS_CONDITION_FALSE || accepted.GetReason() != reason || accepted.GetMessage() != msg:
+		t.Errorf("Accepted is %v/%s %q, want False/%s %q", accepted.GetStatus(), accepted.GetReason(), accepted.GetMessage(), reason, msg)
+	case accepted.GetTarget() != fnv1.Target_TARGET_COMPOSITE_AND_CLAIM:
+		t.Errorf("Accepted targets %v, want the claim too", accepted.GetTarget())
+	}
+	results := rsp.GetResults()
+	if len(results) != 2 || results[0].GetSeverity() != fnv1.Severity_SEVERITY_WARNING ||
+		results[0].GetTarget() != fnv1.Target_TARGET_COMPOSITE_AND_CLAIM || results[0].GetMessage() != msg ||
+		results[1].GetSeverity() != fnv1.Severity_SEVERITY_FATAL {
+		t.Errorf("want a warning for the claim, then the Fatal result (Crossplane records events before a Fatal one only), got %v", results)
 	}
 }

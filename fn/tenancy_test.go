@@ -59,6 +59,9 @@ func TestTenancy(t *testing.T) {
 			case tc.want != "" && len(rsp.GetDesired().GetResources()) != 0:
 				t.Errorf("%s\na refused claim must compose nothing, got %v", tc.reason, desiredNames(rsp))
 			}
+			if tc.want != "" {
+				checkRefusalShown(t, rsp, "Refused", got)
+			}
 		})
 	}
 }
@@ -186,6 +189,9 @@ func TestOneKarpenterPerCluster(t *testing.T) {
 			case tc.want != "" && len(rsp.GetDesired().GetResources()) != 0:
 				t.Errorf("%s\na refused claim must compose nothing, got %v", tc.reason, desiredNames(rsp))
 			}
+			if tc.want != "" {
+				checkRefusalShown(t, rsp, "Refused", got)
+			}
 			// Every answer asks again, so a rival that appears later is seen.
 			sel := rsp.GetRequirements().GetResources()["cluster-controller-roles"]
 			wantLabels := map[string]string{"socle.do-now.io/cluster": "prod-eu", "socle.do-now.io/composition-resource": "controller-role"}
@@ -295,5 +301,23 @@ func TestClustersShareOneControlPlane(t *testing.T) {
 				t.Errorf("%s applies with kubeConfig %v, want %v", n, got, want)
 			}
 		}
+	}
+}
+
+// TestRefusalWarnsOnce checks that a refusal the claim already shows gets no
+// new warning on every reconcile, only the Fatal result and the condition.
+func TestRefusalWarnsOnce(t *testing.T) {
+	b := aRequest(t).withSpec("claimRef.namespace", "team-b")
+	msg := fatal(run(t, b.build()))
+	if msg == "" {
+		t.Fatal("team-b's claim for prod-eu must be refused")
+	}
+	b.xrConds = append(b.xrConds, map[string]any{"type": "Accepted", "status": "False", "reason": "Refused", "message": msg})
+	rsp := run(t, b.build())
+	if results := rsp.GetResults(); len(results) != 1 || results[0].GetSeverity() != fnv1.Severity_SEVERITY_FATAL {
+		t.Errorf("the claim already shows this refusal: want only the Fatal result, got %v", results)
+	}
+	if c := conditionsOf(rsp)["Accepted"]; c != (cond{fnv1.Status_STATUS_CONDITION_FALSE, "Refused"}) {
+		t.Errorf("Accepted %v, want it kept False/Refused", c)
 	}
 }
