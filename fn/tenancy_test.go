@@ -49,20 +49,29 @@ func TestTenancy(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			rsp := run(t, tc.req.build())
-			got := fatal(rsp)
-			switch {
-			case tc.want == "" && got != "":
-				t.Errorf("%s\nrefused: %s", tc.reason, got)
-			case tc.want != "" && !strings.Contains(got, tc.want):
-				t.Errorf("%s\nfatal message %q does not say %q", tc.reason, got, tc.want)
-			case tc.want != "" && len(rsp.GetDesired().GetResources()) != 0:
-				t.Errorf("%s\na refused claim must compose nothing, got %v", tc.reason, desiredNames(rsp))
-			}
-			if tc.want != "" {
-				checkRefusalShown(t, rsp, "Refused", got)
-			}
+			checkDecision(t, tc.reason, tc.want, run(t, tc.req.build()))
 		})
+	}
+}
+
+// checkDecision checks the answer to a claim: its first step composed when
+// want is empty; else refused with a message saying want, nothing composed,
+// and the refusal shown on the claim.
+func checkDecision(t *testing.T, reason, want string, rsp *fnv1.RunFunctionResponse) {
+	t.Helper()
+	got := fatal(rsp)
+	switch {
+	case want == "" && got != "":
+		t.Errorf("%s\nrefused: %s", reason, got)
+	case want == "" && len(desiredNames(rsp)) == 0:
+		t.Errorf("%s\nan allowed claim must compose its first step", reason)
+	case want != "" && !strings.Contains(got, want):
+		t.Errorf("%s\nfatal message %q does not say %q", reason, got, want)
+	case want != "" && len(rsp.GetDesired().GetResources()) != 0:
+		t.Errorf("%s\na refused claim must compose nothing, got %v", reason, desiredNames(rsp))
+	}
+	if want != "" {
+		checkRefusalShown(t, rsp, "Refused", got)
 	}
 }
 
@@ -178,20 +187,7 @@ func TestOneKarpenterPerCluster(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			rsp := run(t, tc.req.build())
-			got := fatal(rsp)
-			switch {
-			case tc.want == "" && got != "":
-				t.Errorf("%s\nrefused: %s", tc.reason, got)
-			case tc.want == "" && len(desiredNames(rsp)) == 0:
-				t.Errorf("%s\nan allowed claim must compose its first step", tc.reason)
-			case tc.want != "" && !strings.Contains(got, tc.want):
-				t.Errorf("%s\nfatal message %q does not say %q", tc.reason, got, tc.want)
-			case tc.want != "" && len(rsp.GetDesired().GetResources()) != 0:
-				t.Errorf("%s\na refused claim must compose nothing, got %v", tc.reason, desiredNames(rsp))
-			}
-			if tc.want != "" {
-				checkRefusalShown(t, rsp, "Refused", got)
-			}
+			checkDecision(t, tc.reason, tc.want, rsp)
 			// Every answer asks again, so a rival that appears later is seen.
 			sel := rsp.GetRequirements().GetResources()["cluster-controller-roles"]
 			wantLabels := map[string]string{"socle.do-now.io/cluster": "prod-eu", "socle.do-now.io/composition-resource": "controller-role"}
