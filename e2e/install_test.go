@@ -41,6 +41,13 @@ var providerAWSCRDs = []string{
 	"eks.aws.upbound.io_podidentityassociations.yaml",
 }
 
+// providerKubernetesCRDs are the provider-kubernetes v1.3.1 CRDs of what the function composes
+// (the cluster-scoped Object) and what an Object names (its ProviderConfig).
+var providerKubernetesCRDs = []string{
+	"kubernetes.crossplane.io_objects.yaml",
+	"kubernetes.crossplane.io_providerconfigs.yaml",
+}
+
 // readObjects decodes every document of a YAML stream.
 func readObjects(path string) ([]*unstructured.Unstructured, error) {
 	b, err := os.ReadFile(path)
@@ -112,6 +119,9 @@ func (c *controlPlane) installCRDs(ctx context.Context, files ...string) error {
 			if u.GetKind() != "CustomResourceDefinition" {
 				return fmt.Errorf("%s: want only CustomResourceDefinitions, found %s", f, u.GetKind())
 			}
+			if err := withoutConversionWebhook(u); err != nil {
+				return fmt.Errorf("%s: %w", f, err)
+			}
 			if _, err := c.dyn.Resource(crdGVR).Apply(ctx, u.GetName(), u, metav1.ApplyOptions{FieldManager: "e2e", Force: true}); err != nil {
 				return fmt.Errorf("cannot apply CRD %s from %s: %w", u.GetName(), f, err)
 			}
@@ -132,6 +142,35 @@ func (c *controlPlane) installCRDs(ctx context.Context, files ...string) error {
 	return nil
 }
 
+// withoutConversionWebhook serves a CRD that converts between versions through its provider's
+// webhook (provider-kubernetes' Object: v1alpha1 and v1alpha2) at its storage version alone,
+// with no conversion: the package manager would point the webhook at the provider's pod, and
+// there is none here. Anything that asked for another version would now fail loudly instead of
+// being converted.
+func withoutConversionWebhook(crd *unstructured.Unstructured) error {
+	strategy, _, _ := unstructured.NestedString(crd.Object, "spec", "conversion", "strategy")
+	if strategy != "Webhook" {
+		return nil
+	}
+	versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
+	storage := 0
+	for _, v := range versions {
+		m := v.(map[string]any)
+		if m["storage"] == true {
+			storage++
+			continue
+		}
+		m["served"] = false
+	}
+	if storage != 1 {
+		return fmt.Errorf("CRD %s: want one storage version, found %d", crd.GetName(), storage)
+	}
+	if err := unstructured.SetNestedSlice(crd.Object, versions, "spec", "versions"); err != nil {
+		return err
+	}
+	return unstructured.SetNestedMap(crd.Object, map[string]any{"strategy": "None"}, "spec", "conversion")
+}
+
 // crdFiles lists the CRD files installed from the module zips the Makefile located.
 func crdFiles() ([]string, error) {
 	aws := os.Getenv("E2E_PROVIDER_AWS_CRDS")
@@ -141,6 +180,13 @@ func crdFiles() ([]string, error) {
 	var files []string
 	for _, f := range providerAWSCRDs {
 		files = append(files, filepath.Join(aws, f))
+	}
+	k8s := os.Getenv("E2E_PROVIDER_KUBERNETES_CRDS")
+	if k8s == "" {
+		return nil, errors.New("E2E_PROVIDER_KUBERNETES_CRDS is not set: run the suite with `make e2e-test`")
+	}
+	for _, f := range providerKubernetesCRDs {
+		files = append(files, filepath.Join(k8s, f))
 	}
 	flux := strings.Fields(os.Getenv("E2E_FLUX_CRDS"))
 	if len(flux) != 3 {
@@ -376,6 +422,67 @@ func (c *controlPlane) installAPI(ctx context.Context, repo string) (functionNam
 		return conditionStatus(u, "Established") == "True" && conditionStatus(u, "Offered") == "True", nil
 	})
 	return functionName, err
+}
+
+// installDelivery creates, for every cluster the shipped Composition's tenancy declares, what the
+// platform team sets up once per cluster so that Crossplane can reach it: the provider-kubernetes
+// ProviderConfig step three's Objects are applied through, and the kubeconfig Secret (key
+// "value", in the Flux namespace) the Kustomizations apply with. Their names are the ones the
+// tenancy declares, else the documented defaults: the cluster's name and <cluster>-kubeconfig.
+// The fake provider connects to nothing; it only requires them to exist, as the real
+// controllers would.
+func (c *controlPlane) installDelivery(ctx context.Context, repo string) ([]string, error) {
+	comps, err := readObjects(filepath.Join(repo, "apis", "composition.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	pipeline, _, _ := unstructured.NestedSlice(comps[0].Object, "spec", "pipeline")
+	if len(pipeline) != 1 {
+		return nil, fmt.Errorf("want a Composition with one function step, found %d steps", len(pipeline))
+	}
+	input, _, _ := unstructured.NestedMap(pipeline[0].(map[string]any), "input")
+	fluxNS, _, _ := unstructured.NestedString(input, "flux", "namespace")
+	clusters, _, _ := unstructured.NestedSlice(input, "tenancy", "clusters")
+	if fluxNS == "" || len(clusters) == 0 {
+		return nil, errors.New("the Composition's input declares no flux.namespace or no tenancy.clusters")
+	}
+	if err := c.ensureNamespace(ctx, fluxNS); err != nil {
+		return nil, err
+	}
+	var made []string
+	for _, cl := range clusters {
+		m := cl.(map[string]any)
+		name, _ := m["name"].(string)
+		kname := strings.ReplaceAll(strings.ToLower(name), "_", "-")
+		pc, _ := m["kubernetesProviderConfig"].(string)
+		if pc == "" {
+			pc = kname
+		}
+		secret, _ := m["kubeConfigSecret"].(string)
+		if secret == "" {
+			secret = kname + "-kubeconfig"
+		}
+		objs := []*unstructured.Unstructured{
+			{Object: map[string]any{
+				"apiVersion": "kubernetes.crossplane.io/v1alpha1", "kind": "ProviderConfig",
+				"metadata": map[string]any{"name": pc},
+				"spec": map[string]any{"credentials": map[string]any{"source": "Secret",
+					"secretRef": map[string]any{"namespace": "crossplane-system", "name": pc + "-cluster", "key": "kubeconfig"}}},
+			}},
+			{Object: map[string]any{
+				"apiVersion": "v1", "kind": "Secret",
+				"metadata": map[string]any{"name": secret, "namespace": fluxNS},
+				"data":     map[string]any{"value": base64.StdEncoding.EncodeToString([]byte("# the kubeconfig of " + name + "\n"))},
+			}},
+		}
+		for _, u := range objs {
+			if err := c.apply(ctx, u); err != nil {
+				return nil, err
+			}
+		}
+		made = append(made, fmt.Sprintf("%s: ProviderConfig %s, Secret %s/%s", name, pc, fluxNS, secret))
+	}
+	return made, nil
 }
 
 func (c *controlPlane) ensureNamespace(ctx context.Context, name string) error {

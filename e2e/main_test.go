@@ -12,13 +12,13 @@ import (
 	"time"
 )
 
-// cp is the control plane every test of the suite shares. Tests run one after the other: the
-// function composes cluster-wide singletons (the karpenter Namespace), so each test deletes its
-// claim and waits for everything to be gone before it ends.
+// cp is the control plane every test of the suite shares. Tests run one after the other: a
+// cluster may be claimed once, so each test deletes its claims and waits for everything they
+// composed to be gone before it ends.
 var cp *controlPlane
 
-// fake plays provider-aws and Flux for the whole run (finalizers on creation, releases on
-// deletion); tests drive readiness through it.
+// fake plays provider-aws, provider-kubernetes and Flux for the whole run (finalizers on
+// creation, releases on deletion); tests drive readiness through it.
 var fake *fakeProvider
 
 func TestMain(m *testing.M) {
@@ -86,7 +86,12 @@ func setUp(ctx context.Context) error {
 	if err := cp.ensureNamespace(ctx, "flux-system"); err != nil {
 		return err
 	}
-	cp.timed("provider-aws and Flux CRDs established", start)
+	cp.timed("provider-aws, provider-kubernetes and Flux CRDs established", start)
+	delivery, err := cp.installDelivery(ctx, repo)
+	if err != nil {
+		return err
+	}
+	fmt.Println("e2e: each declared cluster reachable through\n  " + strings.Join(delivery, "\n  "))
 	// The function must be up before Crossplane first dials it: a refused first dial costs
 	// gRPC's reconnect backoff.
 	if err := cp.startFunction(ctx); err != nil {

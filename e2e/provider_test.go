@@ -6,11 +6,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"sort"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/google/cel-go/cel"
+	celtypes "github.com/google/cel-go/common/types"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -25,8 +28,15 @@ const (
 	externalNameAnno    = "crossplane.io/external-name"
 	providerFinalizer   = "finalizer.managedresource.crossplane.io"
 	fluxFinalizer       = "finalizers.fluxcd.io"
+	clusterLabel        = "socle.do-now.io/cluster"
 	testAccount         = "111122223333"
 	kustomizationRevSHA = "main@sha1:0123abc"
+)
+
+var (
+	objectGVR         = schema.GroupVersionResource{Group: "kubernetes.crossplane.io", Version: "v1alpha2", Resource: "objects"}
+	providerConfigGVR = schema.GroupVersionResource{Group: "kubernetes.crossplane.io", Version: "v1alpha1", Resource: "providerconfigs"}
+	secretGVR         = schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
 )
 
 // composedKind is a kind the function composes and the fake provider watches.
@@ -47,9 +57,9 @@ var composedKinds = []composedKind{
 	{schema.GroupVersionResource{Group: "cloudwatchevents.aws.upbound.io", Version: "v1beta1", Resource: "rules"}, "Rule", false, providerFinalizer},
 	{schema.GroupVersionResource{Group: "cloudwatchevents.aws.upbound.io", Version: "v1beta1", Resource: "targets"}, "Target", false, providerFinalizer},
 	{schema.GroupVersionResource{Group: "eks.aws.upbound.io", Version: "v1beta1", Resource: "podidentityassociations"}, "PodIdentityAssociation", false, providerFinalizer},
-	{schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}, "Namespace", false, ""},
-	{schema.GroupVersionResource{Version: "v1", Resource: "serviceaccounts"}, "ServiceAccount", true, ""},
-	{schema.GroupVersionResource{Group: "batch", Version: "v1", Resource: "jobs"}, "Job", true, ""},
+	// provider-kubernetes' Object: step three's Namespace, ServiceAccount and Job, applied to the
+	// claimed cluster through the ProviderConfig it names.
+	{objectGVR, "Object", false, providerFinalizer},
 	{schema.GroupVersionResource{Group: "kustomize.toolkit.fluxcd.io", Version: "v1", Resource: "kustomizations"}, "Kustomization", true, fluxFinalizer},
 	{schema.GroupVersionResource{Group: "protection.crossplane.io", Version: "v1beta1", Resource: "usages"}, "Usage", true, ""},
 	{schema.GroupVersionResource{Group: "protection.crossplane.io", Version: "v1beta1", Resource: "clusterusages"}, "ClusterUsage", false, ""},
@@ -64,12 +74,14 @@ func kindOf(kind string) composedKind {
 	panic("unknown composed kind " + kind)
 }
 
-// fakeProvider plays provider-aws and Flux's kustomize-controller in the background, every
-// 100ms: like the real controllers it puts its finalizer on every object it manages as soon as
-// it sees it, keeps each object's status at what the test says AWS or Flux reports (set), and on
-// deletion "deletes the external resource" and releases the object. It also records, for every
-// composed object of any kind, when its deletion was first seen (deletionTimestamp set, or the
-// object gone), so tests can check the order of deletions.
+// fakeProvider plays provider-aws, provider-kubernetes and Flux's kustomize-controller in the
+// background, every 100ms: like the real controllers it puts its finalizer on every object it
+// manages as soon as it sees it, keeps each object's status at what the test says AWS, the
+// claimed cluster or Flux reports (set), and on deletion "deletes the external resource" and
+// releases the object. It also records, for every composed object of any kind, when its deletion
+// was first seen (deletionTimestamp set, or the object gone), so tests can check the order of
+// deletions; and every object of step three that ever shows up in Crossplane's own cluster,
+// where none belongs.
 type fakeProvider struct {
 	cp *controlPlane
 
@@ -77,11 +89,12 @@ type fakeProvider struct {
 	wants   map[string]want        // by XR and composition resource name
 	seen    map[types.UID]deletion // every composed object seen alive, by UID
 	deleted []deletion             // in the order their deletions were seen
+	local   map[string]bool        // step-three objects seen in Crossplane's cluster
 }
 
-// A want is what the fake provider reports for one composed resource, as AWS or Flux would
-// answer. The background loop keeps the object's status at it: like a real controller it
-// re-asserts its status whenever the object says otherwise.
+// A want is what the fake provider reports for one composed resource, as AWS, the claimed
+// cluster or Flux would answer. The background loop keeps the object's status at it: like a real
+// controller it re-asserts its status whenever the object says otherwise.
 type want struct {
 	state   state
 	message string // the provider's or Flux's message, for failing and unready
@@ -91,9 +104,10 @@ type want struct {
 type state int
 
 const (
-	ready   state = iota + 1 // created: atProvider filled, Ready and Synced; a Job completed; a Kustomization applied
-	failing                  // AWS refused it: Synced=False with the provider's error
-	unready                  // degraded after being Ready
+	ready     state = iota + 1 // created: atProvider filled, Ready and Synced; a Job completed; a Kustomization applied
+	failing                    // the provider's call failed (AWS, or the claimed cluster's API server): Synced=False with its error
+	unready                    // degraded after being Ready
+	jobFailed                  // an Object's Job ran in the claimed cluster and failed (backoff limit reached)
 )
 
 // set makes the fake provider report w for a composed resource of an XR from now on.
@@ -112,6 +126,7 @@ func (f *fakeProvider) wantFor(u *unstructured.Unstructured) (want, bool) {
 
 // A deletion is a composed object whose deletion the API server accepted.
 type deletion struct {
+	xr    string // the XR that composed it
 	name  string // composition resource name
 	kind  string
 	at    time.Time
@@ -119,7 +134,7 @@ type deletion struct {
 }
 
 func newFakeProvider(c *controlPlane) *fakeProvider {
-	return &fakeProvider{cp: c, wants: map[string]want{}, seen: map[types.UID]deletion{}}
+	return &fakeProvider{cp: c, wants: map[string]want{}, seen: map[types.UID]deletion{}, local: map[string]bool{}}
 }
 
 // run reconciles every 100ms until ctx ends.
@@ -140,13 +155,27 @@ func (f *fakeProvider) run(ctx context.Context) {
 				if k.finalizer != "" {
 					f.reconcileFinalizer(ctx, k, u)
 				}
-				if w, ok := f.wantFor(u); ok && u.GetDeletionTimestamp() == nil && !reports(u, w) {
-					_ = f.report(ctx, u, w)
+				w, ok := f.wantFor(u)
+				if !ok || u.GetDeletionTimestamp() != nil {
+					continue
+				}
+				switch u.GetKind() {
+				case "Object":
+					_ = f.updateStatus(ctx, k, u, f.objectStatus(ctx, u, w))
+				case "Kustomization":
+					_ = f.updateStatus(ctx, k, u, f.kustomizationStatus(ctx, u, w))
+				default:
+					if !reports(u, w) {
+						_ = f.report(ctx, u, w)
+					}
 				}
 			}
 		}
 		if complete {
 			f.forgetGone(present, cycle)
+		}
+		if cycle%5 == 0 {
+			f.watchLocal(ctx)
 		}
 		select {
 		case <-ctx.Done():
@@ -156,12 +185,59 @@ func (f *fakeProvider) run(ctx context.Context) {
 	}
 }
 
+// localKinds are what step three is made of. They belong in the claimed cluster, wrapped in
+// Objects; in Crossplane's own cluster none may ever appear.
+var localKinds = []schema.GroupVersionResource{
+	{Version: "v1", Resource: "namespaces"},
+	{Version: "v1", Resource: "serviceaccounts"},
+	{Group: "batch", Version: "v1", Resource: "jobs"},
+}
+
+// controllerNamespace is the namespace step three creates in the claimed cluster (the
+// Composition's input.podIdentity.namespace).
+const controllerNamespace = "karpenter"
+
+// watchLocal records any Namespace, ServiceAccount or Job in Crossplane's cluster that Crossplane
+// composed or that carries the cluster label, and the controller's namespace by name.
+func (f *fakeProvider) watchLocal(ctx context.Context) {
+	var found []string
+	for _, gvr := range localKinds {
+		for _, sel := range []string{compositeLabel, clusterLabel} {
+			l, err := f.cp.dyn.Resource(gvr).List(ctx, metav1.ListOptions{LabelSelector: sel})
+			if err != nil {
+				continue
+			}
+			for _, u := range l.Items {
+				found = append(found, fmt.Sprintf("%s %s/%s (labels %v)", u.GetKind(), u.GetNamespace(), u.GetName(), u.GetLabels()))
+			}
+		}
+	}
+	if _, err := f.cp.kube.CoreV1().Namespaces().Get(ctx, controllerNamespace, metav1.GetOptions{}); err == nil {
+		found = append(found, "Namespace "+controllerNamespace)
+	}
+	if len(found) == 0 {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, s := range found {
+		f.local[s] = true
+	}
+}
+
+// localObjects lists every step-three object seen in Crossplane's own cluster so far.
+func (f *fakeProvider) localObjects() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return sortedKeys(f.local)
+}
+
 func (f *fakeProvider) observe(u *unstructured.Unstructured, cycle int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	d, known := f.seen[u.GetUID()]
 	if !known {
-		d = deletion{name: u.GetAnnotations()[resourceNameAnno], kind: u.GetKind()}
+		d = deletion{xr: u.GetLabels()[compositeLabel], name: u.GetAnnotations()[resourceNameAnno], kind: u.GetKind()}
 		f.seen[u.GetUID()] = d
 	}
 	if u.GetDeletionTimestamp() != nil && d.at.IsZero() {
@@ -233,29 +309,46 @@ func (f *fakeProvider) patchStatus(ctx context.Context, u *unstructured.Unstruct
 	return nil
 }
 
-// report writes w into an object's status the way its controller would: a managed resource
-// gets the identifiers AWS assigns in status.atProvider and Ready/Synced, or the provider's
-// error; a Job completes; a Kustomization reports the applied revision or a failed health check.
-// Namespaces, ServiceAccounts and Usages need nothing (the API server makes a Namespace Active,
-// Crossplane makes a Usage Ready).
+// updateStatus replaces an object's whole status with status, unless it already says the same
+// (condition times apart). The update carries the object's resourceVersion: a concurrent change
+// wins, and the next poll tries again.
+func (f *fakeProvider) updateStatus(ctx context.Context, k composedKind, u *unstructured.Unstructured, status map[string]any) error {
+	if sameStatus(u.Object["status"], status) {
+		return nil
+	}
+	u = u.DeepCopy()
+	u.Object["status"] = status
+	_, err := f.cp.dyn.Resource(k.gvr).Namespace(u.GetNamespace()).UpdateStatus(ctx, u, metav1.UpdateOptions{})
+	return err
+}
+
+// sameStatus compares two statuses as JSON, ignoring when conditions last changed.
+func sameStatus(a, b any) bool {
+	norm := func(v any) any {
+		var out any
+		raw, _ := json.Marshal(v)
+		_ = json.Unmarshal(raw, &out)
+		if m, ok := out.(map[string]any); ok {
+			if conds, ok := m["conditions"].([]any); ok {
+				for _, c := range conds {
+					if cm, ok := c.(map[string]any); ok {
+						delete(cm, "lastTransitionTime")
+					}
+				}
+			}
+		}
+		return out
+	}
+	return reflect.DeepEqual(norm(a), norm(b))
+}
+
+// report writes w into a managed resource's status the way provider-aws would: the identifiers
+// AWS assigns in status.atProvider and Ready/Synced, or the provider's error. Usages need
+// nothing (Crossplane makes a Usage Ready).
 func (f *fakeProvider) report(ctx context.Context, u *unstructured.Unstructured, w want) error {
 	switch u.GetKind() {
-	case "Namespace", "ServiceAccount", "Usage", "ClusterUsage":
+	case "Usage", "ClusterUsage":
 		return nil
-	case "Job":
-		return f.jobFinished(ctx, u, w.state == ready)
-	case "Kustomization":
-		if w.state == ready {
-			return f.patchStatus(ctx, u, map[string]any{
-				"observedGeneration":    u.GetGeneration(),
-				"lastAppliedRevision":   kustomizationRevSHA,
-				"lastAttemptedRevision": kustomizationRevSHA,
-				"conditions": []any{fluxCondition("Ready", "True", "ReconciliationSucceeded", "Applied revision: "+kustomizationRevSHA, u.GetGeneration()),
-					fluxCondition("Healthy", "True", "Succeeded", "Health check passed", u.GetGeneration())},
-			})
-		}
-		return f.patchStatus(ctx, u, map[string]any{"conditions": []any{
-			fluxCondition("Ready", "False", "HealthCheckFailed", w.message, u.GetGeneration())}})
 	}
 	switch w.state {
 	case failing:
@@ -277,25 +370,15 @@ func (f *fakeProvider) report(ctx context.Context, u *unstructured.Unstructured,
 	})
 }
 
-// reports tells whether an object's status already says what w says.
+// reports tells whether a managed resource's status already says what w says.
 func reports(u *unstructured.Unstructured, w want) bool {
 	readyC, synced := condition(u, "Ready"), condition(u, "Synced")
 	is := func(c map[string]any, status, reason, message string) bool {
 		return c != nil && c["status"] == status && (reason == "" || c["reason"] == reason) && (message == "" || c["message"] == message)
 	}
 	switch u.GetKind() {
-	case "Namespace", "ServiceAccount", "Usage", "ClusterUsage":
+	case "Usage", "ClusterUsage":
 		return true
-	case "Job":
-		if w.state == ready {
-			return is(condition(u, "Complete"), "True", "", "")
-		}
-		return is(condition(u, "Failed"), "True", "", "")
-	case "Kustomization":
-		if w.state == ready {
-			return is(readyC, "True", "", "")
-		}
-		return is(readyC, "False", "HealthCheckFailed", w.message)
 	}
 	arn, hasARN, _ := unstructured.NestedString(u.Object, "status", "atProvider", "arn")
 	switch w.state {
@@ -308,27 +391,167 @@ func reports(u *unstructured.Unstructured, w want) bool {
 	return is(readyC, "True", "", "") && is(synced, "True", "", "") && (!wantsARN || arn != "")
 }
 
-// jobFinished records a Job's end as the Job controller does: the terminal condition follows
-// SuccessCriteriaMet or FailureTarget, with start and completion times, which the API server's
-// status validation requires.
-func (f *fakeProvider) jobFinished(ctx context.Context, u *unstructured.Unstructured, succeeded bool) error {
-	now := metav1.Now().UTC().Format(time.RFC3339)
-	status := map[string]any{"startTime": now, "ready": int64(0), "terminating": int64(0)}
-	if succeeded {
-		status["succeeded"] = int64(1)
-		status["completionTime"] = now
-		status["conditions"] = []any{
-			jobCondition("SuccessCriteriaMet", "CompletionsReached", "Reached expected number of succeeded pods", now),
-			jobCondition("Complete", "CompletionsReached", "Reached expected number of succeeded pods", now),
+// kustomizationStatus is what kustomize-controller reports for w: the applied revision, or a
+// failed health check. Like the real controller it first reads the kubeconfig Secret the
+// Kustomization names (spec.kubeConfig.secretRef, in its own namespace) to reach the claimed
+// cluster, and fails with its own message when the Secret or its key is missing.
+func (f *fakeProvider) kustomizationStatus(ctx context.Context, u *unstructured.Unstructured, w want) map[string]any {
+	gen := u.GetGeneration()
+	notReady := func(reason, message string) map[string]any {
+		return map[string]any{"conditions": []any{fluxCondition("Ready", "False", reason, message, gen)}}
+	}
+	if ref, ok, _ := unstructured.NestedMap(u.Object, "spec", "kubeConfig", "secretRef"); ok {
+		name, _ := ref["name"].(string)
+		key, _ := ref["key"].(string)
+		if key == "" {
+			key = "value"
 		}
-	} else {
-		status["failed"] = int64(7)
-		status["conditions"] = []any{
-			jobCondition("FailureTarget", "BackoffLimitExceeded", "Job has reached the specified backoff limit", now),
-			jobCondition("Failed", "BackoffLimitExceeded", "Job has reached the specified backoff limit", now),
+		id := u.GetNamespace() + "/" + name
+		s, err := f.cp.dyn.Resource(secretGVR).Namespace(u.GetNamespace()).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return notReady("ReconciliationFailed", fmt.Sprintf("unable to read KubeConfig secret '%s' error: %v", id, err))
+		}
+		if data, _, _ := unstructured.NestedMap(s.Object, "data"); data[key] == nil {
+			return notReady("ReconciliationFailed", fmt.Sprintf("KubeConfig secret '%s' does not contain a '%s' key with a kubeconfig", id, key))
 		}
 	}
-	return f.patchStatus(ctx, u, status)
+	if w.state != ready {
+		return map[string]any{
+			"observedGeneration":    gen,
+			"lastAppliedRevision":   kustomizationRevSHA,
+			"lastAttemptedRevision": kustomizationRevSHA,
+			"conditions":            []any{fluxCondition("Ready", "False", "HealthCheckFailed", w.message, gen)},
+		}
+	}
+	return map[string]any{
+		"observedGeneration":    gen,
+		"lastAppliedRevision":   kustomizationRevSHA,
+		"lastAttemptedRevision": kustomizationRevSHA,
+		"conditions": []any{fluxCondition("Ready", "True", "ReconciliationSucceeded", "Applied revision: "+kustomizationRevSHA, gen),
+			fluxCondition("Healthy", "True", "Succeeded", "Health check passed", gen)},
+	}
+}
+
+// objectStatus is what provider-kubernetes reports for an Object given w. It first gets the
+// ProviderConfig the Object names, as the real provider does to connect to the claimed cluster,
+// and fails with the provider's error when there is none. Once the manifest is applied,
+// status.atProvider.manifest is the object as the claimed cluster returns it (a Namespace
+// Active, a Job Complete or Failed) and Ready follows the Object's readiness policy: as soon as
+// it exists (SuccessfulCreate, the default), or the Object's own CEL query evaluated on that
+// observed object (DeriveFromCelQuery), as provider-kubernetes evaluates it.
+func (f *fakeProvider) objectStatus(ctx context.Context, u *unstructured.Unstructured, w want) map[string]any {
+	synced := xpCondition("Synced", "True", "ReconcileSuccess", "")
+	failed := func(message string) map[string]any {
+		return map[string]any{"conditions": []any{xpCondition("Ready", "False", "Creating", ""), xpCondition("Synced", "False", "ReconcileError", message)}}
+	}
+	pc, _, _ := unstructured.NestedString(u.Object, "spec", "providerConfigRef", "name")
+	if _, err := f.cp.dyn.Resource(providerConfigGVR).Get(ctx, pc, metav1.GetOptions{}); err != nil {
+		return failed("connect failed: cannot get provider config: " + err.Error())
+	}
+	switch w.state {
+	case failing:
+		return failed(w.message)
+	case unready:
+		return map[string]any{"conditions": []any{xpCondition("Ready", "False", "Unavailable", w.message), synced}}
+	}
+	manifest, _, _ := unstructured.NestedMap(u.Object, "spec", "forProvider", "manifest")
+	observed := remoteObject(u, manifest, w.state)
+	available := xpCondition("Ready", "True", "Available", "")
+	policy, _, _ := unstructured.NestedString(u.Object, "spec", "readiness", "policy")
+	switch policy {
+	case "", "SuccessfulCreate":
+	case "DeriveFromCelQuery":
+		query, _, _ := unstructured.NestedString(u.Object, "spec", "readiness", "celQuery")
+		ok, err := celReady(query, observed)
+		switch {
+		case err != nil:
+			available = xpCondition("Ready", "False", "Unavailable", err.Error())
+		case !ok:
+			available = xpCondition("Ready", "False", "Unavailable", "")
+		}
+	default:
+		return failed(fmt.Sprintf("the e2e fake provider does not evaluate readiness policy %q", policy))
+	}
+	return map[string]any{"atProvider": map[string]any{"manifest": observed}, "conditions": []any{available, synced}}
+}
+
+// remoteObject is a manifest as the claimed cluster's API server returns it once created:
+// identity and timestamps (derived from the Object's, so they stay stable), a Namespace Active,
+// a Job finished — Complete when s is ready, Failed with its backoff limit reached when s is
+// jobFailed, as the Job controller records it.
+func remoteObject(o *unstructured.Unstructured, manifest map[string]any, s state) map[string]any {
+	obj := (&unstructured.Unstructured{Object: manifest}).DeepCopy()
+	created := o.GetCreationTimestamp().UTC().Format(time.RFC3339)
+	obj.SetUID(types.UID("remote-" + string(o.GetUID())))
+	obj.SetResourceVersion("1")
+	_ = unstructured.SetNestedField(obj.Object, created, "metadata", "creationTimestamp")
+	switch obj.GetKind() {
+	case "Namespace":
+		labels := obj.GetLabels()
+		if labels == nil {
+			labels = map[string]string{}
+		}
+		labels["kubernetes.io/metadata.name"] = obj.GetName()
+		obj.SetLabels(labels)
+		_ = unstructured.SetNestedStringSlice(obj.Object, []string{"kubernetes"}, "spec", "finalizers")
+		obj.Object["status"] = map[string]any{"phase": "Active"}
+	case "Job":
+		status := map[string]any{"startTime": created, "ready": int64(0), "terminating": int64(0)}
+		switch s {
+		case ready:
+			status["succeeded"] = int64(1)
+			status["completionTime"] = created
+			status["conditions"] = []any{
+				jobCondition("SuccessCriteriaMet", "CompletionsReached", "Reached expected number of succeeded pods", created),
+				jobCondition("Complete", "CompletionsReached", "Reached expected number of succeeded pods", created),
+			}
+		case jobFailed:
+			status["failed"] = int64(7)
+			status["conditions"] = []any{
+				jobCondition("FailureTarget", "BackoffLimitExceeded", "Job has reached the specified backoff limit", created),
+				jobCondition("Failed", "BackoffLimitExceeded", "Job has reached the specified backoff limit", created),
+			}
+		}
+		obj.Object["status"] = status
+	}
+	return obj.Object
+}
+
+// celReady evaluates an Object's readiness query on the observed object the way
+// provider-kubernetes v1.3.1 does (internal/controller/cluster/object: one variable, object, of
+// any type; ready when the result is true).
+func celReady(query string, observed map[string]any) (bool, error) {
+	if query == "" {
+		return false, fmt.Errorf("cel query cannot be empty")
+	}
+	env, err := cel.NewEnv(cel.Variable("object", cel.AnyType))
+	if err != nil {
+		return false, err
+	}
+	ast, iss := env.Compile(query)
+	if iss.Err() != nil {
+		return false, fmt.Errorf("failed to compile query: %w", iss.Err())
+	}
+	if !reflect.DeepEqual(ast.OutputType(), cel.BoolType) {
+		return false, fmt.Errorf("cel query must return a boolean")
+	}
+	program, err := env.Program(ast)
+	if err != nil {
+		return false, err
+	}
+	raw, err := json.Marshal(observed)
+	if err != nil {
+		return false, err
+	}
+	obj := map[string]any{}
+	if err := json.Unmarshal(raw, &obj); err != nil {
+		return false, err
+	}
+	val, _, err := program.Eval(map[string]any{"object": obj})
+	if err != nil {
+		return false, fmt.Errorf("failed to eval the program: %w", err)
+	}
+	return val == celtypes.True, nil
 }
 
 // atProvider is what provider-aws reports once AWS created the resource: ARNs and URLs built the
