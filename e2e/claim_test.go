@@ -23,29 +23,50 @@ var (
 )
 
 // The composed resource names of each step (API: see the README), and the condition that
-// reports the step.
+// reports the step. A step's resources appear in rounds: step three's ServiceAccount and Job live
+// in the namespace, so their Objects are composed only once the namespace's Object is Ready.
 var steps = []struct {
 	condition string
-	names     []string
+	rounds    [][]string
 }{
-	{"IdentityAndQueueReady", []string{"controller-role", "controller-role-policy", "interruption-queue",
-		"rule-capacity-reservation", "rule-health", "rule-rebalance", "rule-spot-interruption", "rule-state-change"}},
-	{"InterruptionWiringReady", []string{"interruption-queue-policy", "pod-identity-association",
-		"target-capacity-reservation", "target-health", "target-rebalance", "target-spot-interruption", "target-state-change"}},
-	{"AccessCheckReady", []string{"access-check", "controller-namespace", "controller-service-account"}},
-	{"ControllerReady", []string{"controller-kustomization"}},
-	{"NodePoolsReady", []string{"nodes-kustomization"}},
+	{"IdentityAndQueueReady", [][]string{{"controller-role", "controller-role-policy", "interruption-queue",
+		"rule-capacity-reservation", "rule-health", "rule-rebalance", "rule-spot-interruption", "rule-state-change"}}},
+	{"InterruptionWiringReady", [][]string{{"interruption-queue-policy", "pod-identity-association",
+		"target-capacity-reservation", "target-health", "target-rebalance", "target-spot-interruption", "target-state-change"}}},
+	{"AccessCheckReady", [][]string{{"controller-namespace"}, {"access-check", "controller-service-account"}}},
+	{"ControllerReady", [][]string{{"controller-kustomization"}}},
+	{"NodePoolsReady", [][]string{{"nodes-kustomization"}}},
 }
 
-// throughStep is every composed resource name of steps 0..i.
-func throughStep(i int) []string {
+// stepNames is every composed resource name of step i, in every round.
+func stepNames(i int) []string {
 	var out []string
-	for _, s := range steps[:i+1] {
-		out = append(out, s.names...)
+	for _, r := range steps[i].rounds {
+		out = append(out, r...)
 	}
 	sort.Strings(out)
 	return out
 }
+
+// throughRound is every composed resource name of the steps before i and of rounds 0..r of
+// step i.
+func throughRound(i, r int) []string {
+	var out []string
+	for j := range i {
+		out = append(out, stepNames(j)...)
+	}
+	for _, names := range steps[i].rounds[:r+1] {
+		out = append(out, names...)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// throughStep is every composed resource name of steps 0..i.
+func throughStep(i int) []string { return throughRound(i, len(steps[i].rounds)-1) }
+
+// allNames is every composed resource name of a claim walked to Ready, Usages apart.
+func allNames() []string { return throughStep(len(steps) - 1) }
 
 func isUsage(name string) bool { return strings.HasPrefix(name, "usage-") }
 
@@ -265,9 +286,24 @@ func (c *claim) events() string {
 	}
 	var b strings.Builder
 	for _, e := range l.Items {
-		fmt.Fprintf(&b, "  %s %s: %s\n", e.Type, e.Reason, e.Message)
+		fmt.Fprintf(&b, "  %dx %s %s: %s\n", max(e.Count, 1), e.Type, e.Reason, e.Message)
 	}
 	return b.String()
+}
+
+// warningEvent tells whether the claim has a Warning event whose message contains every one of
+// want.
+func (c *claim) warningEvent(want ...string) bool {
+	l, err := cp.kube.CoreV1().Events(c.ns).List(c.ctx, metav1.ListOptions{FieldSelector: "involvedObject.uid=" + string(c.get().GetUID())})
+	if err != nil {
+		return false
+	}
+	for _, e := range l.Items {
+		if e.Type == "Warning" && containsAll(e.Message, want...) {
+			return true
+		}
+	}
+	return false
 }
 
 // xrWarnings lists the warning events on the claim's XR (failed applies, function errors), with

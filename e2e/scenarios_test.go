@@ -4,7 +4,9 @@ package e2e
 
 import (
 	"fmt"
+	"maps"
 	"slices"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -20,12 +22,9 @@ import (
 // waits, a minute once everything is Ready. The margin is for a loaded CI machine.
 const react = 2 * time.Minute
 
-// How long a step's resources may take to appear. Step 3 composes the karpenter Namespace with a
-// ServiceAccount and a Job inside it; Crossplane applies a step's resources in random order and
-// stops at the first that fails, so until it happens to apply the Namespace first every attempt
-// fails with "namespaces \"karpenter\" not found", and it retries with a backoff growing to a
-// minute. Usually the second or third attempt wins; rarely it takes several minutes.
-const converge = 10 * time.Minute
+// How long one round of a step's resources may take to appear: a reaction, and Crossplane's
+// retry backoff should an apply fail once.
+const converge = 3 * time.Minute
 
 // Expected identifiers, as the fake provider reports them for cluster prod-eu in eu-west-3 and
 // account 111122223333 (examples/claim.yaml).
@@ -42,10 +41,6 @@ var wantRuleARNs = map[string]any{
 	"spot-interruption":    "arn:aws:events:eu-west-3:111122223333:rule/prod-eu-karpenter-spot",
 	"state-change":         "arn:aws:events:eu-west-3:111122223333:rule/prod-eu-karpenter-state",
 }
-
-// needsProvider tells whether a kind becomes Ready only when its controller says so (the API
-// server alone makes a Namespace Active and a ServiceAccount usable).
-func needsProvider(kind string) bool { return kind != "Namespace" && kind != "ServiceAccount" }
 
 // pendingIn parses the resources a step condition says it waits on ("waiting for a, b to become
 // Ready"), nil when it waits on none.
@@ -71,39 +66,42 @@ func TestWalkToReady(t *testing.T) {
 	c := newClaim(t, "team-a", "karpenter", "prod-eu")
 
 	for i, s := range steps {
-		round := time.Now()
-		got := c.waitComposed(throughStep(i), converge)
-		// Everything of the step Ready but one resource: the function must report exactly that
-		// one as pending and still withhold the next step.
-		var last string
-		for _, n := range s.names {
-			if needsProvider(got[n].GetKind()) && last == "" {
-				last = n
-				continue
+		start := time.Now()
+		for r, names := range s.rounds {
+			c.waitComposed(throughRound(i, r), converge)
+			// Everything of the round Ready but one resource: the function must report that one
+			// as pending, with whatever of the step's later rounds it withholds, and still
+			// withhold the rest.
+			last := names[0]
+			for _, n := range names[1:] {
+				c.markReady(n)
 			}
-			c.markReady(n)
-		}
-		cond := c.waitCondition(s.condition, "False", react)
-		c.wait(react, fmt.Sprintf("%s to wait only on %s", s.condition, last), func() (bool, error) {
-			cond = c.condition(s.condition)
-			msg, _ := cond["message"].(string)
-			return slices.Equal(pendingIn(msg), []string{last}), nil
-		})
-		if i+1 < len(steps) {
-			next := c.condition(steps[i+1].condition)
-			if next == nil || next["status"] != "False" || next["reason"] != "WaitingForPrerequisites" {
-				t.Errorf("step %d: while %s is not Ready, %s must be False/WaitingForPrerequisites, got %v", i+1, last, steps[i+1].condition, next)
+			wantPending := []string{last}
+			for _, later := range s.rounds[r+1:] {
+				wantPending = append(wantPending, later...)
 			}
+			sort.Strings(wantPending)
+			c.waitCondition(s.condition, "False", react)
+			c.wait(react, fmt.Sprintf("%s to wait only on %s", s.condition, strings.Join(wantPending, ", ")), func() (bool, error) {
+				msg, _ := c.condition(s.condition)["message"].(string)
+				return slices.Equal(pendingIn(msg), wantPending), nil
+			})
+			if i+1 < len(steps) {
+				next := c.condition(steps[i+1].condition)
+				if next == nil || next["status"] != "False" || next["reason"] != "WaitingForPrerequisites" {
+					t.Errorf("step %d: while %s is not Ready, %s must be False/WaitingForPrerequisites, got %v", i+1, last, steps[i+1].condition, next)
+				}
+			}
+			if now, _ := c.composed(); !equalSets(sortedKeys(now), throughRound(i, r)) {
+				t.Fatalf("step %d round %d: with %s not Ready, composed resources must stay %v, got %v", i+1, r+1, last, throughRound(i, r), sortedKeys(now))
+			}
+			if ready := c.condition("Ready"); ready == nil || ready["status"] != "False" {
+				t.Errorf("step %d: the claim must be held at Ready=False while steps are withheld, got %v", i+1, ready)
+			}
+			c.markReady(last)
 		}
-		if now, _ := c.composed(); !equalSets(sortedKeys(now), throughStep(i)) {
-			t.Fatalf("step %d: with %s not Ready, composed resources must stay %v, got %v", i+1, last, throughStep(i), sortedKeys(now))
-		}
-		if ready := c.condition("Ready"); ready == nil || ready["status"] != "False" {
-			t.Errorf("step %d: the claim must be held at Ready=False while steps are withheld, got %v", i+1, ready)
-		}
-		c.markReady(last)
 		c.waitCondition(s.condition, "True", react)
-		t.Logf("step %d (%s): %d resources appeared and became Ready in %.1fs", i+1, s.condition, len(s.names), time.Since(round).Seconds())
+		t.Logf("step %d (%s): %d resources appeared and became Ready in %.1fs", i+1, s.condition, len(stepNames(i)), time.Since(start).Seconds())
 	}
 
 	c.waitCondition("Ready", "True", react)
@@ -116,6 +114,10 @@ func TestWalkToReady(t *testing.T) {
 	}
 	if synced := condition(claim, "Synced"); synced == nil || synced["status"] != "True" {
 		t.Errorf("claim Synced: want True, got %v", synced)
+	}
+	const accepted = `Karpenter for cluster "prod-eu" in eu-west-3`
+	if a := condition(claim, "Accepted"); a == nil || a["status"] != "True" || a["reason"] != "Accepted" || a["message"] != accepted {
+		t.Errorf("claim condition Accepted: want True/Accepted %q, got %v", accepted, a)
 	}
 	status, _, _ := unstructured.NestedMap(claim.Object, "status")
 	if status["roleArn"] != wantRoleARN {
@@ -141,6 +143,13 @@ func TestWalkToReady(t *testing.T) {
 	resources, usages := c.composed()
 	t.Logf("Ready with %d composed resources and %d Usages", len(resources), len(usages))
 	assertNothingPruned(t, resources, usages)
+	assertDelivery(t, resources, "prod-eu")
+	// provider-kubernetes derives the access check's readiness from the Object's own CEL query,
+	// evaluated on the Job the claimed cluster reports Complete.
+	if s := conditionStatus(resources["access-check"], "Ready"); s != "True" {
+		t.Errorf("the access-check Object's readiness query must hold on a Complete Job: Ready=%q, conditions:\n%s", s, conditionsText(resources["access-check"]))
+	}
+	assertNothingLocal(t)
 	for _, n := range sortedKeys(usages) {
 		u := usages[n]
 		t.Logf("  %s %s/%s Ready=%s", u.GetKind(), u.GetNamespace(), n, conditionStatus(u, "Ready"))
@@ -256,21 +265,99 @@ func isZero(v any) bool {
 	return false
 }
 
-// walkToReady has the fake provider make every composed resource Ready as soon as it appears,
-// until the claim is Ready.
-func (c *claim) walkToReady() {
-	c.t.Helper()
-	done := map[string]bool{}
-	c.wait(converge, "claim Ready with every step", func() (bool, error) {
-		resources, _ := c.composed()
-		for _, n := range sortedKeys(resources) {
-			if !done[n] {
-				fake.set(c.xr, n, want{state: ready})
-				done[n] = true
+// walkToReady has the fake provider make every composed resource of the claims Ready as soon as
+// it appears, until every claim is Ready.
+func walkToReady(t *testing.T, cs ...*claim) {
+	t.Helper()
+	walk(t, nil, func() bool {
+		for _, c := range cs {
+			if conditionStatus(c.get(), "Ready") != "True" {
+				return false
 			}
 		}
-		return len(done) == len(throughStep(len(steps)-1)) && conditionStatus(c.get(), "Ready") == "True", nil
-	})
+		return true
+	}, cs...)
+}
+
+func (c *claim) walkToReady() { c.t.Helper(); walkToReady(c.t, c) }
+
+// walk has the fake provider report, for every composed resource of the claims as soon as it
+// appears, what overrides says for its name, or Ready, until done holds. Each new resource (or
+// done) must come within converge of the last.
+func walk(t *testing.T, overrides map[string]want, done func() bool, cs ...*claim) {
+	t.Helper()
+	reported := map[string]bool{}
+	for !done() {
+		var what []string
+		for _, c := range cs {
+			what = append(what, c.ns+"/"+c.name)
+		}
+		err := waitFor(t.Context(), converge, "another composed resource, or "+strings.Join(what, " and ")+" done", func() (bool, error) {
+			progress := false
+			for _, c := range cs {
+				resources, _ := c.composed()
+				for _, n := range sortedKeys(resources) {
+					if reported[c.xr+"/"+n] {
+						continue
+					}
+					w, ok := overrides[n]
+					if !ok {
+						w = want{state: ready}
+					}
+					fake.set(c.xr, n, w)
+					reported[c.xr+"/"+n] = true
+					progress = true
+				}
+			}
+			return progress || done(), nil
+		})
+		if err != nil {
+			var b strings.Builder
+			for _, c := range cs {
+				b.WriteString(c.describe())
+			}
+			t.Fatalf("%v\n%s", err, b.String())
+		}
+	}
+}
+
+// assertDelivery checks that a claim's resources go to its own cluster: every Object applies
+// through the cluster's ProviderConfig, every Kustomization through its kubeconfig Secret, and
+// every resource (and every manifest an Object carries) is labelled with the cluster.
+func assertDelivery(t *testing.T, resources map[string]*unstructured.Unstructured, cluster string) {
+	t.Helper()
+	for _, n := range sortedKeys(resources) {
+		u := resources[n]
+		if got := u.GetLabels()[clusterLabel]; got != cluster {
+			t.Errorf("%s %s: label %s=%q, want %q", u.GetKind(), u.GetName(), clusterLabel, got, cluster)
+		}
+		switch u.GetKind() {
+		case "Object":
+			if pc, _, _ := unstructured.NestedString(u.Object, "spec", "providerConfigRef", "name"); pc != cluster {
+				t.Errorf("Object %s (%s): providerConfigRef %q, want %q", u.GetName(), n, pc, cluster)
+			}
+			labels, _, _ := unstructured.NestedStringMap(u.Object, "spec", "forProvider", "manifest", "metadata", "labels")
+			if labels[clusterLabel] != cluster {
+				t.Errorf("Object %s (%s): manifest label %s=%q, want %q", u.GetName(), n, clusterLabel, labels[clusterLabel], cluster)
+			}
+		case "Kustomization":
+			ref, _, _ := unstructured.NestedStringMap(u.Object, "spec", "kubeConfig", "secretRef")
+			if want := map[string]string{"name": cluster + "-kubeconfig", "key": "value"}; !maps.Equal(ref, want) {
+				t.Errorf("Kustomization %s (%s): kubeConfig.secretRef %v, want %v", u.GetName(), n, ref, want)
+			}
+		}
+	}
+}
+
+// assertNothingLocal checks that nothing of step three ever appeared in Crossplane's own cluster
+// (the fake provider watches for it all run long): no karpenter namespace, no composed or
+// cluster-labelled Namespace, ServiceAccount or Job.
+func assertNothingLocal(t *testing.T) {
+	t.Helper()
+	time.Sleep(time.Second) // one more look by the fake provider
+	if local := fake.localObjects(); len(local) > 0 {
+		t.Errorf("step three belongs in the claimed cluster, yet Crossplane's cluster has had:\n  %s", strings.Join(local, "\n  "))
+	}
 }
 
 // Scenario 3: AWS refuses the role. The provider's message reaches the claim's step condition,
@@ -287,7 +374,7 @@ func TestProviderErrorOnRole(t *testing.T) {
 		"to perform: iam:CreateRole on resource: arn:aws:iam::111122223333:role/socle/prod-eu/prod-eu-karpenter " +
 		"because no permissions boundary allows the iam:CreateRole action  []}]"
 	c.report(want{state: failing, message: providerError}, "controller-role")
-	for _, n := range steps[0].names {
+	for _, n := range stepNames(0) {
 		if n != "controller-role" {
 			c.markReady(n)
 		}
@@ -308,6 +395,40 @@ func TestProviderErrorOnRole(t *testing.T) {
 	c.markReady("controller-role")
 	c.waitCondition(steps[0].condition, "True", react)
 	c.waitComposed(throughStep(1), react)
+}
+
+// Scenario 3, in the claimed cluster: the access check fails (its Job reaches the backoff limit,
+// as when the Pod Identity credentials never arrive). The Job's own message reaches the claim's
+// AccessCheckReady condition, the controller is never installed, and the claim stays
+// Ready=False.
+func TestAccessCheckFails(t *testing.T) {
+	timed(t)
+	c := newClaim(t, "team-a", "karpenter", "prod-eu")
+	const jobMessage = "Job failed (BackoffLimitExceeded): Job has reached the specified backoff limit"
+	walk(t, map[string]want{"access-check": {state: jobFailed}}, func() bool {
+		m, _ := c.condition(steps[2].condition)["message"].(string)
+		return strings.Contains(m, jobMessage)
+	}, c)
+	cond := c.waitCondition(steps[2].condition, "False", react, "access-check", jobMessage)
+	t.Logf("claim condition %s: %s", steps[2].condition, cond["message"])
+	// Crossplane reconciles on the function's TTL (15s while waiting): give it a few rounds to
+	// compose anything it should not.
+	time.Sleep(20 * time.Second)
+	resources, _ := c.composed()
+	if !equalSets(sortedKeys(resources), throughStep(2)) {
+		t.Errorf("with the access check failed, nothing of step 4 may be composed: want %v, got %v", throughStep(2), sortedKeys(resources))
+	}
+	if next := c.condition(steps[3].condition); next == nil || next["reason"] != "WaitingForPrerequisites" {
+		t.Errorf("%s must wait for prerequisites, got %v", steps[3].condition, next)
+	}
+	if ready := c.condition("Ready"); ready == nil || ready["status"] != "False" {
+		t.Errorf("the claim must be Ready=False, got %v", ready)
+	}
+	// As provider-kubernetes reports it: the Object applied (Synced), its readiness query false.
+	job := resources["access-check"]
+	if conditionStatus(job, "Ready") != "False" || conditionStatus(job, "Synced") != "True" {
+		t.Errorf("the access-check Object must be Synced=True, Ready=False, got:\n%s", conditionsText(job))
+	}
 }
 
 // Scenario 4: a Ready resource turns unready once later steps exist — the role degrades and loses
@@ -362,10 +483,10 @@ func TestUnreadyDeletesNothing(t *testing.T) {
 	c.waitCondition("Ready", "True", react)
 }
 
-// Scenario 6: deleting the claim removes everything it composed, the karpenter namespace
-// included, in the order the function's Usages set: the nodes before the controller, the
-// controller before its AWS access, namespace and ServiceAccount, each EventBridge target before
-// its rule and the queue. Crossplane's webhook refuses the deletion of a resource still in use,
+// Scenario 6: deleting the claim removes everything it composed, the Objects that carry step three
+// to the claimed cluster included, in the order the function's Usages set: the nodes before the
+// controller, the controller before its AWS access and the namespace's and ServiceAccount's
+// Objects, each EventBridge target before its rule and the queue. Crossplane's webhook refuses the deletion of a resource still in use,
 // the garbage collector retries, and Crossplane replays the deletion once the Usage is gone.
 func TestDeletion(t *testing.T) {
 	timed(t)
@@ -388,6 +509,7 @@ func TestDeletion(t *testing.T) {
 		{"controller-kustomization", "controller-role"},
 		{"controller-kustomization", "pod-identity-association"},
 		{"controller-kustomization", "controller-namespace"},
+		{"controller-kustomization", "controller-service-account"},
 		{"target-health", "rule-health"},
 		{"target-health", "interruption-queue"},
 	} {
@@ -428,9 +550,7 @@ func TestDeletion(t *testing.T) {
 				e.by, e.of, by.at.Sub(deletions[0].at).Seconds(), of.at.Sub(deletions[0].at).Seconds())
 		}
 	}
-	if _, err := cp.kube.CoreV1().Namespaces().Get(c.ctx, "karpenter", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-		t.Errorf("the karpenter namespace must be gone, got %v", err)
-	}
+	assertNothingLocal(t)
 }
 
 // Scenario 2: bad claims are refused at admission by the XRD's schema, with a message naming the
@@ -517,49 +637,69 @@ func TestBadClaims(t *testing.T) {
 	t.Logf("%d bad claims refused at admission", len(cases))
 
 	// What only the function can judge — including tenancy, which the Composition's input declares
-	// (prod-eu may be claimed from team-a only, its nodes in account 111122223333): it answers a
-	// Fatal result naming the field, and Crossplane composes nothing.
+	// (prod-eu may be claimed from team-a and team-c, its nodes in account 111122223333): it
+	// answers a Fatal result naming the field, with Accepted=False on the claim (Invalid: the claim
+	// does not validate; Refused: valid, but not the tenant's to claim), and Crossplane composes
+	// nothing.
 	for _, tc := range []struct {
-		reason string
-		ns     string
-		mutate func(*unstructured.Unstructured)
-		want   string
+		reason  string
+		ns      string
+		mutate  func(*unstructured.Unstructured)
+		refusal string // the Accepted condition's reason
+		want    string
 	}{
 		{"al2023@latest passes the schema but the platform has not allowed it", "team-a",
-			set("al2023@latest", "spec", "pools", "private", "amiAlias"), "spec.pools.private.amiAlias"},
+			set("al2023@latest", "spec", "pools", "private", "amiAlias"), "Invalid", "spec.pools.private.amiAlias"},
 		{"a region outside the node role's partition", "team-a",
-			set("arn:aws-cn:iam::111122223333:role/prod-eu-bootstrap-nodes", "spec", "nodeIdentity", "roleArn"), "spec.cluster.region"},
+			set("arn:aws-cn:iam::111122223333:role/prod-eu-bootstrap-nodes", "spec", "nodeIdentity", "roleArn"), "Invalid", "spec.cluster.region"},
 		{"another tenant's cluster", "team-b",
-			func(*unstructured.Unstructured) {}, `claims from namespace "team-b" may not target cluster "prod-eu"`},
+			func(*unstructured.Unstructured) {}, "Refused", `claims from namespace "team-b" may not target cluster "prod-eu"`},
 		{"a cluster the platform has not declared", "team-a",
-			set("prod-us", "spec", "cluster", "name"), `cluster "prod-us" is not declared in the platform's tenancy`},
+			set("prod-ap", "spec", "cluster", "name"), "Refused", `cluster "prod-ap" is not declared in the platform's tenancy`},
 		{"a node role in another account than the cluster's", "team-a",
-			set("arn:aws:iam::444455556666:role/prod-eu-bootstrap-nodes", "spec", "nodeIdentity", "roleArn"), "spec.nodeIdentity.roleArn"},
+			set("arn:aws:iam::444455556666:role/prod-eu-bootstrap-nodes", "spec", "nodeIdentity", "roleArn"), "Refused", "spec.nodeIdentity.roleArn"},
 	} {
 		t.Run(tc.reason, func(t *testing.T) {
 			c := newClaimFrom(t, tc.ns, "refused", tc.mutate)
-			// Crossplane reports a Fatal result on the XR's Synced condition; the claim shows it
-			// only if Crossplane propagates it.
-			var shown []string
-			c.wait(react, "a condition naming "+tc.want, func() (bool, error) {
-				shown = nil
-				for _, o := range []struct {
-					what string
-					u    *unstructured.Unstructured
-				}{{"claim", c.get()}, {"XR", c.getXR()}} {
-					for _, typ := range []string{"Synced", "Ready"} {
-						if m, _ := condition(o.u, typ)["message"].(string); strings.Contains(m, tc.want) {
-							shown = append(shown, fmt.Sprintf("%s %s=%v: %s", o.what, typ, condition(o.u, typ)["status"], m))
-						}
-					}
-				}
-				return len(shown) > 0, nil
-			})
-			t.Logf("%s:\n  %s\n  claim conditions:\n%s  claim events:\n%s  XR warnings:\n%s", tc.reason, strings.Join(shown, "\n  "), conditionsText(c.get()), c.events(), c.xrWarnings())
-			time.Sleep(2 * time.Second)
-			if all, _ := composedOf(c.ctx, cp, c.xr); len(all) != 0 {
-				t.Errorf("%s: nothing may be composed, got %v", tc.reason, sortedKeys(all))
-			}
+			c.assertRefused(tc.reason, tc.refusal, tc.want)
 		})
 	}
+}
+
+// assertRefused checks how the function's refusal of the claim reaches Crossplane and the tenant:
+// the Fatal result on the XR's Synced condition (Crossplane v2.2.1 shows a Fatal result nowhere
+// else), and on the claim itself the Accepted condition False with reason refusal and a warning
+// event, every message containing each of want. It logs what the tenant sees and checks that
+// nothing was composed.
+func (c *claim) assertRefused(reason, refusal string, want ...string) {
+	c.t.Helper()
+	c.wait(react, fmt.Sprintf("the XR's Synced condition naming %q", want), func() (bool, error) {
+		synced := condition(c.getXR(), "Synced")
+		m, _ := synced["message"].(string)
+		return synced["status"] == "False" && containsAll(m, want...), nil
+	})
+	c.wait(react, fmt.Sprintf("the claim's Accepted condition False/%s naming %q", refusal, want), func() (bool, error) {
+		accepted := c.condition("Accepted")
+		m, _ := accepted["message"].(string)
+		return accepted["status"] == "False" && accepted["reason"] == refusal && containsAll(m, want...), nil
+	})
+	c.wait(react, fmt.Sprintf("a warning event on the claim naming %q", want), func() (bool, error) {
+		return c.warningEvent(want...), nil
+	})
+	c.t.Logf("%s:\n  XR Synced: %s\n  claim conditions:\n%s  claim events:\n%s  XR warnings:\n%s", reason,
+		condition(c.getXR(), "Synced")["message"], conditionsText(c.get()), c.events(), c.xrWarnings())
+	// A few more reconciles: a refused XR must not compose anything in between.
+	time.Sleep(2 * time.Second)
+	if all, _ := composedOf(c.ctx, cp, c.xr); len(all) != 0 {
+		c.t.Errorf("%s: nothing may be composed, got %v", reason, sortedKeys(all))
+	}
+}
+
+func containsAll(s string, subs ...string) bool {
+	for _, sub := range subs {
+		if !strings.Contains(s, sub) {
+			return false
+		}
+	}
+	return true
 }
