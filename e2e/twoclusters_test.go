@@ -52,14 +52,15 @@ func TestTwoClusters(t *testing.T) {
 	if len(euUsages) != len(usUsages) || len(euUsages) == 0 {
 		t.Errorf("want the same Usages for both claims, got %d and %d", len(euUsages), len(usUsages))
 	}
-	var unlabelled []string
-	for _, u := range append(mapValues(euUsages), mapValues(usUsages)...) {
-		if u.GetLabels()[clusterLabel] == "" {
-			unlabelled = append(unlabelled, u.GetName())
+	for _, c := range []struct {
+		usages  map[string]*unstructured.Unstructured
+		cluster string
+	}{{euUsages, "prod-eu"}, {usUsages, "prod-us"}} {
+		for _, u := range mapValues(c.usages) {
+			if got := u.GetLabels()[clusterLabel]; got != c.cluster {
+				t.Errorf("%s %s: %s=%q, want %q", u.GetKind(), u.GetName(), clusterLabel, got, c.cluster)
+			}
 		}
-	}
-	if len(unlabelled) > 0 {
-		t.Logf("note: %d of %d Usages carry no %s label (told apart by their XR's name and label only)", len(unlabelled), len(euUsages)+len(usUsages), clusterLabel)
 	}
 
 	t.Run("no AWS name is shared", func(t *testing.T) {

@@ -90,8 +90,8 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 		return rsp, nil
 	}
 
-	out, err := sequence.Run(sequence.Steps(cfg, observed), observed,
-		map[string]string{spec.ClusterLabel: spec.KubernetesName(cfg.Spec.Cluster.Name)})
+	clusterLabels := map[string]string{spec.ClusterLabel: spec.KubernetesName(cfg.Spec.Cluster.Name)}
+	out, err := sequence.Run(sequence.Steps(cfg, observed), observed, clusterLabels)
 	if err != nil {
 		response.Fatal(rsp, err)
 		return rsp, nil
@@ -105,6 +105,7 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 		return rsp, nil
 	}
 	for name, dc := range usages {
+		dc.Resource.SetLabels(clusterLabels)
 		desired[name] = dc
 	}
 	if err := response.SetDesiredComposedResources(rsp, desired); err != nil {

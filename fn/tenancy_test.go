@@ -244,7 +244,7 @@ func TestClustersShareOneControlPlane(t *testing.T) {
 		for n, o := range objs {
 			md, _ := o["metadata"].(map[string]any)
 			labels, _ := md["labels"].(map[string]any)
-			if !strings.HasPrefix(n, "usage-") && labels["socle.do-now.io/cluster"] != cluster {
+			if labels["socle.do-now.io/cluster"] != cluster {
 				t.Errorf("%s of %s is labelled for cluster %v", n, cluster, labels["socle.do-now.io/cluster"])
 			}
 			spec, _ := o["spec"].(map[string]any)
