@@ -104,9 +104,11 @@ func TestIdentityIsImmutable(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			req := tc.req.withInput("tenancy.clusters", tenancy).observing(observed).build()
 			rsp := run(t, req)
-			if got := fatal(rsp); !strings.Contains(got, tc.want) {
+			got := fatal(rsp)
+			if !strings.Contains(got, tc.want) {
 				t.Errorf("%s\nfatal message %q does not say %q", tc.reason, got, tc.want)
 			}
+			checkRefusalShown(t, rsp, "Refused", got)
 			// Crossplane applies nothing from a Fatal response: what exists stays.
 			for n := range observed {
 				if _, ok := rsp.GetDesired().GetResources()[string(n)]; ok {
