@@ -91,7 +91,8 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 	}
 
 	clusterLabels := map[string]string{spec.ClusterLabel: spec.KubernetesName(cfg.Spec.Cluster.Name)}
-	out, err := sequence.Run(sequence.Steps(cfg, observed), observed, clusterLabels)
+	reported := awsres.ReadObserved(observed)
+	out, err := sequence.Run(sequence.Steps(cfg, reported), observed, clusterLabels)
 	if err != nil {
 		response.Fatal(rsp, err)
 		return rsp, nil
@@ -99,13 +100,12 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 	for name, dc := range out.Desired {
 		desired[name] = dc
 	}
-	usages, err := usage.Usages(out.Refs, observed)
+	usages, err := usage.Usages(out.Refs, observed, clusterLabels)
 	if err != nil {
 		response.Fatal(rsp, errors.Wrap(err, "cannot build deletion-order usages"))
 		return rsp, nil
 	}
 	for name, dc := range usages {
-		dc.Resource.SetLabels(clusterLabels)
 		desired[name] = dc
 	}
 	if err := response.SetDesiredComposedResources(rsp, desired); err != nil {
@@ -118,7 +118,7 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 		response.Fatal(rsp, errors.Wrap(err, "cannot get desired composite resource"))
 		return rsp, nil
 	}
-	if err := status.Write(dxr.Resource, cfg, observed); err != nil {
+	if err := status.Write(dxr.Resource, cfg, reported); err != nil {
 		response.Fatal(rsp, errors.Wrap(err, "cannot write composite resource status"))
 		return rsp, nil
 	}

@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/do-now/function-karpenter/internal/spec"
 )
@@ -34,6 +35,9 @@ const (
 	ObjectAPIVersion = "kubernetes.crossplane.io/v1alpha2"
 	ObjectKind       = "Object"
 )
+
+// ObjectGroupKind is the Object's group and kind, whatever its version.
+var ObjectGroupKind = schema.GroupKind{Group: "kubernetes.crossplane.io", Kind: ObjectKind}
 
 // JobComplete is the access check's readiness as provider-kubernetes
 // evaluates it on the observed Job: Complete, not merely created.

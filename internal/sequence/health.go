@@ -7,6 +7,8 @@ import (
 	"github.com/crossplane/function-sdk-go/resource"
 	"github.com/crossplane/function-sdk-go/resource/composed"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/do-now/function-karpenter/internal/cluster"
 )
 
 // Health is what an observed resource's own status says.
@@ -23,7 +25,7 @@ type Health struct {
 func Observe(ocd resource.ObservedComposed) Health {
 	r := ocd.Resource
 	h := Health{Ready: r.GetCondition(xpv1.TypeReady).Status == corev1.ConditionTrue}
-	if r.GroupVersionKind().GroupKind().String() == "Object.kubernetes.crossplane.io" {
+	if r.GroupVersionKind().GroupKind() == cluster.ObjectGroupKind {
 		if kind, _ := r.GetString("status.atProvider.manifest.kind"); kind == "Job" {
 			h = observeJob(r)
 		}

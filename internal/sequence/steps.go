@@ -19,8 +19,9 @@ const (
 	NodePoolsReady   = "NodePoolsReady"
 )
 
-// Steps is the whole sequence for one XR, in order.
-func Steps(c *spec.Config, observed map[resource.Name]resource.ObservedComposed) []Step {
+// Steps is the whole sequence for one XR, in order; o is what AWS reported
+// for step one, which step two is built from.
+func Steps(c *spec.Config, o awsres.Observed) []Step {
 	return []Step{
 		{
 			Condition: IdentityReady,
@@ -29,7 +30,7 @@ func Steps(c *spec.Config, observed map[resource.Name]resource.ObservedComposed)
 		{
 			Condition: WiringReady,
 			Build: func() (map[resource.Name]runtime.Object, error) {
-				return awsres.Wiring(c, awsres.ReadObserved(observed)), nil
+				return awsres.Wiring(c, o), nil
 			},
 		},
 		{

@@ -207,21 +207,28 @@ type Delivery struct {
 func (c *Config) Delivery() Delivery {
 	name := KubernetesName(c.Spec.Cluster.Name)
 	d := Delivery{ProviderConfig: name, KubeConfigSecret: name + "-kubeconfig"}
-	if c.Input.Tenancy == nil {
-		return d
+	cl, _ := c.Tenant()
+	if cl.KubernetesProviderConfig != "" {
+		d.ProviderConfig = cl.KubernetesProviderConfig
 	}
-	for _, cl := range c.Input.Tenancy.Clusters {
-		if cl.Name != c.Spec.Cluster.Name {
-			continue
-		}
-		if cl.KubernetesProviderConfig != "" {
-			d.ProviderConfig = cl.KubernetesProviderConfig
-		}
-		if cl.KubeConfigSecret != "" {
-			d.KubeConfigSecret = cl.KubeConfigSecret
-		}
+	if cl.KubeConfigSecret != "" {
+		d.KubeConfigSecret = cl.KubeConfigSecret
 	}
 	return d
+}
+
+// Tenant is what the platform's tenancy declares for the claimed cluster;
+// false when it declares nothing for it.
+func (c *Config) Tenant() (v1beta1.TenantCluster, bool) {
+	if c.Input.Tenancy == nil {
+		return v1beta1.TenantCluster{}, false
+	}
+	for _, cl := range c.Input.Tenancy.Clusters {
+		if cl.Name == c.Spec.Cluster.Name {
+			return cl, true
+		}
+	}
+	return v1beta1.TenantCluster{}, false
 }
 
 var (

@@ -3,7 +3,6 @@
 package status
 
 import (
-	"github.com/crossplane/function-sdk-go/resource"
 	"github.com/crossplane/function-sdk-go/resource/composite"
 	"k8s.io/apimachinery/pkg/runtime"
 
@@ -12,10 +11,9 @@ import (
 	"github.com/do-now/function-karpenter/internal/spec"
 )
 
-// Write sets the XR status from the observed resources. Fields stay unset
-// until AWS has reported them, so a tenant never reads a guessed ARN.
-func Write(xr *composite.Unstructured, c *spec.Config, observed map[resource.Name]resource.ObservedComposed) error {
-	o := awsres.ReadObserved(observed)
+// Write sets the XR status from what AWS reported. Fields stay unset until
+// AWS has reported them, so a tenant never reads a guessed ARN.
+func Write(xr *composite.Unstructured, c *spec.Config, o awsres.Observed) error {
 	s := v1alpha1.XKarpenterStatus{RoleARN: o.RoleARN}
 	if o.QueueURL != "" || o.QueueARN != "" {
 		s.Queue = &v1alpha1.QueueStatus{Name: c.Names.Queue, URL: o.QueueURL, ARN: o.QueueARN}

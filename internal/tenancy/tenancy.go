@@ -8,10 +8,8 @@ import (
 	"fmt"
 	"slices"
 
-	"k8s.io/apimachinery/pkg/util/validation/field"
-
-	"github.com/do-now/function-karpenter/apis/input/v1beta1"
 	"github.com/do-now/function-karpenter/internal/spec"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // Check refuses a claim from namespace for a cluster the platform has not
@@ -19,13 +17,12 @@ import (
 // account. namespace is empty for an XR created without a claim: such XRs
 // are the platform's own and need only a declared cluster.
 func Check(c *spec.Config, namespace string) field.ErrorList {
-	t := c.Input.Tenancy
-	if t == nil {
+	if c.Input.Tenancy == nil {
 		return field.ErrorList{field.Forbidden(field.NewPath("input", "tenancy"),
 			"no tenancy is declared, so no cluster may be claimed: list the clusters and the namespaces that may claim them")}
 	}
 	name := field.NewPath("spec", "cluster", "name")
-	cluster, ok := find(t.Clusters, c.Spec.Cluster.Name)
+	cluster, ok := c.Tenant()
 	if !ok {
 		return field.ErrorList{field.Forbidden(name, fmt.Sprintf("cluster %q is not declared in the platform's tenancy", c.Spec.Cluster.Name))}
 	}
@@ -38,13 +35,4 @@ func Check(c *spec.Config, namespace string) field.ErrorList {
 			fmt.Sprintf("the node role is in account %s; cluster %q is in account %s", c.NodeRole.Account, c.Spec.Cluster.Name, cluster.Account)))
 	}
 	return errs
-}
-
-func find(clusters []v1beta1.TenantCluster, name string) (v1beta1.TenantCluster, bool) {
-	for _, c := range clusters {
-		if c.Name == name {
-			return c, true
-		}
-	}
-	return v1beta1.TenantCluster{}, false
 }

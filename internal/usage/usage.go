@@ -50,8 +50,9 @@ func Name(e Edge) resource.Name {
 // Usages returns the Usage of every edge whose two ends both exist, plus
 // every Usage that exists already, whatever became of its ends. It is
 // rebuilt from the observed state on every call, so no early return and no
-// withheld step can drop one.
-func Usages(refs map[resource.Name]sequence.Ref, observed map[resource.Name]resource.ObservedComposed) (map[resource.Name]*resource.DesiredComposed, error) {
+// withheld step can drop one. Each carries labels, as every composed
+// resource does.
+func Usages(refs map[resource.Name]sequence.Ref, observed map[resource.Name]resource.ObservedComposed, labels map[string]string) (map[resource.Name]*resource.DesiredComposed, error) {
 	out := map[resource.Name]*resource.DesiredComposed{}
 	for _, e := range Edges() {
 		name := Name(e)
@@ -65,6 +66,7 @@ func Usages(refs map[resource.Name]sequence.Ref, observed map[resource.Name]reso
 		if err != nil {
 			return nil, err
 		}
+		u.SetLabels(labels)
 		// A Usage is bookkeeping, not part of what the claim waits for.
 		out[name] = &resource.DesiredComposed{Resource: u, Ready: resource.ReadyTrue}
 	}
