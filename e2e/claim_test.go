@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -206,12 +207,7 @@ func (c *claim) waitCondition(typ, status string, timeout time.Duration, contain
 			return false, nil
 		}
 		msg, _ := got["message"].(string)
-		for _, s := range contains {
-			if !strings.Contains(msg, s) {
-				return false, nil
-			}
-		}
-		return true, nil
+		return containsAll(msg, contains...), nil
 	})
 	return got
 }
@@ -278,9 +274,14 @@ func (c *claim) describe() string {
 	return b.String()
 }
 
+// eventList lists the Kubernetes events about the claim.
+func (c *claim) eventList() (*corev1.EventList, error) {
+	return cp.kube.CoreV1().Events(c.ns).List(c.ctx, metav1.ListOptions{FieldSelector: "involvedObject.uid=" + string(c.get().GetUID())})
+}
+
 // events lists the Kubernetes events about the claim, as `kubectl describe` shows them.
 func (c *claim) events() string {
-	l, err := cp.kube.CoreV1().Events(c.ns).List(c.ctx, metav1.ListOptions{FieldSelector: "involvedObject.uid=" + string(c.get().GetUID())})
+	l, err := c.eventList()
 	if err != nil {
 		return err.Error()
 	}
@@ -294,7 +295,7 @@ func (c *claim) events() string {
 // warningEvent tells whether the claim has a Warning event whose message contains every one of
 // want.
 func (c *claim) warningEvent(want ...string) bool {
-	l, err := cp.kube.CoreV1().Events(c.ns).List(c.ctx, metav1.ListOptions{FieldSelector: "involvedObject.uid=" + string(c.get().GetUID())})
+	l, err := c.eventList()
 	if err != nil {
 		return false
 	}

@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -79,11 +78,9 @@ func (c *controlPlane) startKubernetes(ctx context.Context) error {
 	if err := os.MkdirAll(pki, 0o700); err != nil {
 		return err
 	}
-	ports := make([]int, 3)
-	for i := range ports {
-		if ports[i], err = freePort(); err != nil {
-			return err
-		}
+	ports, err := freePorts(3)
+	if err != nil {
+		return err
 	}
 	etcdClient, etcdPeer, apiPort := ports[0], ports[1], ports[2]
 
@@ -98,17 +95,7 @@ func (c *controlPlane) startKubernetes(ctx context.Context) error {
 		return err
 	}
 	c.procs = append(c.procs, etcd)
-	if err := waitFor(ctx, 30*time.Second, "etcd healthy", func() (bool, error) {
-		if done, err := etcd.exited(); done {
-			return false, fmt.Errorf("etcd exited: %v", err)
-		}
-		rsp, err := http.Get(etcdURL + "/health")
-		if err != nil {
-			return false, nil
-		}
-		rsp.Body.Close()
-		return rsp.StatusCode == http.StatusOK, nil
-	}); err != nil {
+	if err := waitHealthy(ctx, 30*time.Second, "etcd healthy", etcd, etcdURL+"/health"); err != nil {
 		return err
 	}
 	c.timed("etcd healthy", start)

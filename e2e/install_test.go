@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -252,11 +251,9 @@ func (c *controlPlane) startCrossplane(ctx context.Context) error {
 	if err := c.ca.writeTLSDir(serverDir, server); err != nil {
 		return err
 	}
-	ports := make([]int, 3)
-	for i := range ports {
-		if ports[i], err = freePort(); err != nil {
-			return err
-		}
+	ports, err := freePorts(3)
+	if err != nil {
+		return err
 	}
 	metrics, health, webhook := ports[0], ports[1], ports[2]
 	p, err := startProc(c.logDir, "crossplane", append(env, "TLS_CLIENT_CERTS_DIR="+clientDir, "TLS_SERVER_CERTS_DIR="+serverDir),
@@ -269,17 +266,7 @@ func (c *controlPlane) startCrossplane(ctx context.Context) error {
 	}
 	c.procs = append(c.procs, p)
 	readyz := fmt.Sprintf("http://127.0.0.1:%d/readyz", health)
-	if err := waitFor(ctx, 60*time.Second, "crossplane ready (webhook server started)", func() (bool, error) {
-		if done, err := p.exited(); done {
-			return false, fmt.Errorf("crossplane exited: %v", err)
-		}
-		rsp, err := http.Get(readyz)
-		if err != nil {
-			return false, nil
-		}
-		rsp.Body.Close()
-		return rsp.StatusCode == http.StatusOK, nil
-	}); err != nil {
+	if err := waitHealthy(ctx, 60*time.Second, "crossplane ready (webhook server started)", p, readyz); err != nil {
 		return err
 	}
 	c.timed("crossplane core started", start)

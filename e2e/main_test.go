@@ -82,10 +82,6 @@ func setUp(ctx context.Context) error {
 	if err := cp.installCRDs(ctx, files...); err != nil {
 		return err
 	}
-	// A real cluster with Flux has its namespace; the Kustomizations are composed into it.
-	if err := cp.ensureNamespace(ctx, "flux-system"); err != nil {
-		return err
-	}
 	cp.timed("provider-aws, provider-kubernetes and Flux CRDs established", start)
 	delivery, err := cp.installDelivery(ctx, repo)
 	if err != nil {

@@ -4,9 +4,11 @@ package e2e
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -100,6 +102,33 @@ func freePort() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// freePorts returns n free loopback ports.
+func freePorts(n int) ([]int, error) {
+	ports := make([]int, n)
+	for i := range ports {
+		var err error
+		if ports[i], err = freePort(); err != nil {
+			return nil, err
+		}
+	}
+	return ports, nil
+}
+
+// waitHealthy waits until url answers 200 OK, failing at once if p exited.
+func waitHealthy(ctx context.Context, timeout time.Duration, what string, p *proc, url string) error {
+	return waitFor(ctx, timeout, what, func() (bool, error) {
+		if done, err := p.exited(); done {
+			return false, fmt.Errorf("%s exited: %v", p.name, err)
+		}
+		rsp, err := http.Get(url)
+		if err != nil {
+			return false, nil
+		}
+		rsp.Body.Close()
+		return rsp.StatusCode == http.StatusOK, nil
+	})
 }
 
 // tail returns the last n lines of a file.

@@ -41,28 +41,27 @@ var (
 
 // composedKind is a kind the function composes and the fake provider watches.
 type composedKind struct {
-	gvr        schema.GroupVersionResource
-	kind       string
-	namespaced bool
+	gvr  schema.GroupVersionResource
+	kind string
 	// finalizer is what the kind's real controller puts on an object and removes once it has
 	// deleted what the object stands for ("" when nothing does).
 	finalizer string
 }
 
 var composedKinds = []composedKind{
-	{schema.GroupVersionResource{Group: "iam.aws.upbound.io", Version: "v1beta1", Resource: "roles"}, "Role", false, providerFinalizer},
-	{schema.GroupVersionResource{Group: "iam.aws.upbound.io", Version: "v1beta1", Resource: "rolepolicies"}, "RolePolicy", false, providerFinalizer},
-	{schema.GroupVersionResource{Group: "sqs.aws.upbound.io", Version: "v1beta1", Resource: "queues"}, "Queue", false, providerFinalizer},
-	{schema.GroupVersionResource{Group: "sqs.aws.upbound.io", Version: "v1beta1", Resource: "queuepolicies"}, "QueuePolicy", false, providerFinalizer},
-	{schema.GroupVersionResource{Group: "cloudwatchevents.aws.upbound.io", Version: "v1beta1", Resource: "rules"}, "Rule", false, providerFinalizer},
-	{schema.GroupVersionResource{Group: "cloudwatchevents.aws.upbound.io", Version: "v1beta1", Resource: "targets"}, "Target", false, providerFinalizer},
-	{schema.GroupVersionResource{Group: "eks.aws.upbound.io", Version: "v1beta1", Resource: "podidentityassociations"}, "PodIdentityAssociation", false, providerFinalizer},
+	{schema.GroupVersionResource{Group: "iam.aws.upbound.io", Version: "v1beta1", Resource: "roles"}, "Role", providerFinalizer},
+	{schema.GroupVersionResource{Group: "iam.aws.upbound.io", Version: "v1beta1", Resource: "rolepolicies"}, "RolePolicy", providerFinalizer},
+	{schema.GroupVersionResource{Group: "sqs.aws.upbound.io", Version: "v1beta1", Resource: "queues"}, "Queue", providerFinalizer},
+	{schema.GroupVersionResource{Group: "sqs.aws.upbound.io", Version: "v1beta1", Resource: "queuepolicies"}, "QueuePolicy", providerFinalizer},
+	{schema.GroupVersionResource{Group: "cloudwatchevents.aws.upbound.io", Version: "v1beta1", Resource: "rules"}, "Rule", providerFinalizer},
+	{schema.GroupVersionResource{Group: "cloudwatchevents.aws.upbound.io", Version: "v1beta1", Resource: "targets"}, "Target", providerFinalizer},
+	{schema.GroupVersionResource{Group: "eks.aws.upbound.io", Version: "v1beta1", Resource: "podidentityassociations"}, "PodIdentityAssociation", providerFinalizer},
 	// provider-kubernetes' Object: step three's Namespace, ServiceAccount and Job, applied to the
 	// claimed cluster through the ProviderConfig it names.
-	{objectGVR, "Object", false, providerFinalizer},
-	{schema.GroupVersionResource{Group: "kustomize.toolkit.fluxcd.io", Version: "v1", Resource: "kustomizations"}, "Kustomization", true, fluxFinalizer},
-	{schema.GroupVersionResource{Group: "protection.crossplane.io", Version: "v1beta1", Resource: "usages"}, "Usage", true, ""},
-	{schema.GroupVersionResource{Group: "protection.crossplane.io", Version: "v1beta1", Resource: "clusterusages"}, "ClusterUsage", false, ""},
+	{objectGVR, "Object", providerFinalizer},
+	{schema.GroupVersionResource{Group: "kustomize.toolkit.fluxcd.io", Version: "v1", Resource: "kustomizations"}, "Kustomization", fluxFinalizer},
+	{schema.GroupVersionResource{Group: "protection.crossplane.io", Version: "v1beta1", Resource: "usages"}, "Usage", ""},
+	{schema.GroupVersionResource{Group: "protection.crossplane.io", Version: "v1beta1", Resource: "clusterusages"}, "ClusterUsage", ""},
 }
 
 func kindOf(kind string) composedKind {

@@ -150,10 +150,6 @@ func TestWalkToReady(t *testing.T) {
 		t.Errorf("the access-check Object's readiness query must hold on a Complete Job: Ready=%q, conditions:\n%s", s, conditionsText(resources["access-check"]))
 	}
 	assertNothingLocal(t)
-	for _, n := range sortedKeys(usages) {
-		u := usages[n]
-		t.Logf("  %s %s/%s Ready=%s", u.GetKind(), u.GetNamespace(), n, conditionStatus(u, "Ready"))
-	}
 
 	t.Run("cluster name and region are immutable", func(t *testing.T) {
 		for _, f := range []struct{ field, value, message string }{
@@ -493,6 +489,9 @@ func TestDeletion(t *testing.T) {
 	c := newClaim(t, "team-a", "karpenter", "prod-eu")
 	c.walkToReady()
 	resources, usages := c.composed()
+	if !equalSets(sortedKeys(resources), allNames()) || len(usages) != 18 {
+		t.Fatalf("before deleting: want every resource and 18 Usages, got %v and %d Usages", sortedKeys(resources), len(usages))
+	}
 
 	// The deletion order the Usages declare, read from the Usages themselves.
 	type edge struct{ by, of string }

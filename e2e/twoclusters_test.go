@@ -73,9 +73,11 @@ func TestTwoClusters(t *testing.T) {
 				t.Errorf("AWS identifier %q is used by prod-eu's %s and prod-us's %s", id, euIDs[id], other)
 			}
 		}
-		for _, id := range sortedKeys(usIDs) {
-			if !strings.Contains(id, "prod-us") {
-				t.Errorf("prod-us's AWS identifier %q (%s) does not name its cluster", id, usIDs[id])
+		for cluster, ids := range map[string]map[string]string{"prod-eu": euIDs, "prod-us": usIDs} {
+			for _, id := range sortedKeys(ids) {
+				if !strings.Contains(id, cluster) {
+					t.Errorf("%s's AWS identifier %q (%s) does not name its cluster", cluster, id, ids[id])
+				}
 			}
 		}
 		t.Logf("%d AWS identifiers per cluster, none shared, e.g. %q and %q", len(euIDs), firstKey(euIDs, "queue "), firstKey(usIDs, "queue "))
@@ -100,15 +102,14 @@ func TestTwoClusters(t *testing.T) {
 				}
 			}
 		}
-		for _, n := range []string{"controller-kustomization", "nodes-kustomization"} {
-			t.Logf("%s: %s and %s", n, euRes[n].GetName(), usRes[n].GetName())
-		}
-		// The same manifests (namespace karpenter, its ServiceAccount and Job) go to two
-		// different clusters.
-		for _, n := range stepNames(2) {
-			euPC, _, _ := unstructured.NestedString(euRes[n].Object, "spec", "providerConfigRef", "name")
-			usPC, _, _ := unstructured.NestedString(usRes[n].Object, "spec", "providerConfigRef", "name")
-			t.Logf("%s: Object %s → ProviderConfig %s, Object %s → ProviderConfig %s", n, euRes[n].GetName(), euPC, usRes[n].GetName(), usPC)
+		// The Kustomizations are named after their cluster (the Objects get Crossplane's
+		// generated names; where they apply assertDelivery checked).
+		for cluster, res := range map[string]map[string]*unstructured.Unstructured{"prod-eu": euRes, "prod-us": usRes} {
+			for _, n := range []string{"controller-kustomization", "nodes-kustomization"} {
+				if name := res[n].GetName(); !strings.HasPrefix(name, cluster+"-karpenter-") {
+					t.Errorf("%s's %s is named %q, want %s-karpenter-…", cluster, n, name, cluster)
+				}
+			}
 		}
 	})
 
@@ -117,7 +118,7 @@ func TestTwoClusters(t *testing.T) {
 			claim          *claim
 			roleARN, queue string
 		}{
-			{eu, "arn:aws:iam::111122223333:role/socle/prod-eu/prod-eu-karpenter", "arn:aws:sqs:eu-west-3:111122223333:prod-eu-karpenter"},
+			{eu, wantRoleARN, wantQueueARN},
 			{us, "arn:aws:iam::111122223333:role/socle/prod-us/prod-us-karpenter", "arn:aws:sqs:us-east-1:111122223333:prod-us-karpenter"},
 		} {
 			st, _, _ := unstructured.NestedMap(c.claim.get().Object, "status")
