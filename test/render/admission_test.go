@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
 )
 
@@ -52,16 +54,18 @@ func TestXRDRefusesBadClaims(t *testing.T) {
 		{name: "cluster name starting with a dash", path: "cluster.name", value: "-prod", want: "spec.cluster.name in body should match"},
 		{name: "negative CPU limit", path: "pools.private.limits", value: map[string]any{"cpu": "-4", "memory": "16Gi"}, want: "spec.pools.private.limits.cpu: Invalid value: \"-4\": must be a quantity above 0 and at most 10000"},
 		{name: "memory limit over bound", path: "pools.public.limits", value: map[string]any{"cpu": "4", "memory": "41Ti"}, want: "spec.pools.public.limits.memory: Invalid value: \"41Ti\": must be a quantity above 0 and at most 40Ti"},
-		{name: "generation zero", path: "pools.private.minGeneration", value: 0, want: "spec.pools.private.minGeneration in body should be greater than or equal to 1"},
+		{name: "generation zero", path: "pools.private.minGeneration", value: int64(0), want: "spec.pools.private.minGeneration in body should be greater than or equal to 1"},
 		{name: "consolidation delay not a duration", path: "pools.private.consolidateAfter", value: "soon", want: "spec.pools.private.consolidateAfter in body should match"},
 		{name: "AMI that is not AL2023", path: "pools.private.amiAlias", value: "bottlerocket@latest", want: "spec.pools.private.amiAlias in body should match"},
 		{name: "public pool enabled as a string", path: "pools.public.enabled", value: "yes", want: "spec.pools.public.enabled in body must be of type boolean"},
 	}
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			xr := deepCopy(t, example)
+			xr := runtime.DeepCopyJSON(example)
 			if c.path != "" {
-				setPath(xr["spec"].(map[string]any), c.path, c.value)
+				if err := unstructured.SetNestedField(xr, c.value, append([]string{"spec"}, strings.Split(c.path, ".")...)...); err != nil {
+					t.Fatal(err)
+				}
 			}
 			out, err := yaml.Marshal(xr)
 			if err != nil {
@@ -83,30 +87,4 @@ func TestXRDRefusesBadClaims(t *testing.T) {
 			}
 		})
 	}
-}
-
-func deepCopy(t *testing.T, m map[string]any) map[string]any {
-	t.Helper()
-	b, err := yaml.Marshal(m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out map[string]any
-	if err := yaml.Unmarshal(b, &out); err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
-func setPath(m map[string]any, path string, v any) {
-	parts := strings.Split(path, ".")
-	for _, p := range parts[:len(parts)-1] {
-		next, ok := m[p].(map[string]any)
-		if !ok {
-			next = map[string]any{}
-			m[p] = next
-		}
-		m = next
-	}
-	m[parts[len(parts)-1]] = v
 }

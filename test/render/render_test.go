@@ -20,6 +20,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -30,20 +31,34 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden files in examples/render/")
 
-// Steps of the example claim: the observed fixture each render starts from.
-var steps = []struct {
-	name     string
-	observed string
-}{
-	{name: "1-nothing"},
-	{name: "2-identity-ready", observed: "2-identity-ready.yaml"},
-	{name: "3-wiring-ready", observed: "3-wiring-ready.yaml"},
-	{name: "4-namespace-ready", observed: "4-namespace-ready.yaml"},
-	{name: "5-access-check-failed", observed: "5-access-check-failed.yaml"},
-	{name: "6-access-check-passed", observed: "6-access-check-passed.yaml"},
-	{name: "7-controller-ready", observed: "7-controller-ready.yaml"},
-	{name: "8-all-ready", observed: "8-all-ready.yaml"},
-	{name: "9-controller-failing-later", observed: "9-controller-failing-later.yaml"},
+// nothing is the first step of the example claim: nothing observed yet.
+const nothing = "1-nothing"
+
+// renderSteps are the steps of the example claim, as make render walks them:
+// nothing, then one per observed fixture in examples/observed/. Each has a
+// golden file in examples/render/, and no golden is left without its step.
+func renderSteps(t *testing.T, root string) []string {
+	t.Helper()
+	fixtures, err := filepath.Glob(filepath.Join(root, "examples", "observed", "*.yaml"))
+	if err != nil || len(fixtures) == 0 {
+		t.Fatalf("no observed fixtures in examples/observed/ (%v)", err)
+	}
+	steps := []string{nothing}
+	for _, f := range fixtures {
+		steps = append(steps, strings.TrimSuffix(filepath.Base(f), ".yaml"))
+	}
+	goldens, err := filepath.Glob(filepath.Join(root, "examples", "render", "*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var have []string
+	for _, g := range goldens {
+		have = append(have, strings.TrimSuffix(filepath.Base(g), ".yaml"))
+	}
+	if !*update && !slices.Equal(steps, have) {
+		t.Errorf("examples/render/ holds goldens %v, the steps are %v (make update-golden)", have, steps)
+	}
+	return steps
 }
 
 // The provider-aws CRDs of every kind the function composes.
@@ -137,16 +152,16 @@ func TestRenderEveryStep(t *testing.T) {
 
 	extensions := extensionsDir(t, root, tmp)
 
-	for _, s := range steps {
-		t.Run(s.name, func(t *testing.T) {
+	for _, s := range renderSteps(t, root) {
+		t.Run(s, func(t *testing.T) {
 			args := []string{"render", "--include-function-results", "--include-full-xr",
 				filepath.Join(root, "examples", "xr.yaml"), filepath.Join(root, "apis", "composition.yaml"), functions}
-			if s.observed != "" {
-				args = append(args, "--observed-resources", filepath.Join(root, "examples", "observed", s.observed))
+			if s != nothing {
+				args = append(args, "--observed-resources", filepath.Join(root, "examples", "observed", s+".yaml"))
 			}
 			got := runCmd(t, crossplane, args...)
 
-			golden := filepath.Join(root, "examples", "render", s.name+".yaml")
+			golden := filepath.Join(root, "examples", "render", s+".yaml")
 			if *update {
 				if err := os.WriteFile(golden, got, 0o644); err != nil {
 					t.Fatal(err)
@@ -163,7 +178,7 @@ func TestRenderEveryStep(t *testing.T) {
 			// Results are render's own kind, not cluster objects: validate the
 			// rest, and what each provider-kubernetes Object carries, which
 			// its own schema leaves open.
-			objects := filepath.Join(tmp, s.name+".yaml")
+			objects := filepath.Join(tmp, s+".yaml")
 			if err := os.WriteFile(objects, validatable(t, got), 0o644); err != nil {
 				t.Fatal(err)
 			}
