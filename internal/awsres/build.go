@@ -24,7 +24,7 @@ const (
 )
 
 // ClusterTag marks every AWS resource with the cluster it serves.
-const ClusterTag = "socle.do-now.io/cluster"
+const ClusterTag = spec.ClusterLabel
 
 // Resources are desired managed resources by composed resource name.
 type Resources = map[resource.Name]runtime.Object

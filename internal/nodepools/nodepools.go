@@ -2,6 +2,7 @@ package nodepools
 
 import (
 	"fmt"
+	"maps"
 	"strconv"
 
 	"github.com/fluxcd/pkg/apis/kustomize"
@@ -135,7 +136,7 @@ func nodeClass(c *spec.Config, name string) ec2NodeClass {
 			SecurityGroupSelectorTerms: groups,
 			AssociatePublicIPAddress:   name == Public,
 			UserData:                   userData,
-			Tags:                       merge(c.Input.Tags, map[string]string{"socle.do-now.io/cluster": cluster, PoolLabel: name}),
+			Tags:                       merge(c.Input.Tags, map[string]string{spec.ClusterLabel: cluster, PoolLabel: name}),
 		},
 	}
 }
@@ -165,10 +166,7 @@ func publicUserData() string {
 // merge returns a new map with a's entries overridden by b's.
 func merge(a, b map[string]string) map[string]string {
 	out := make(map[string]string, len(a)+len(b))
-	for _, m := range []map[string]string{a, b} {
-		for k, v := range m {
-			out[k] = v
-		}
-	}
+	maps.Copy(out, a)
+	maps.Copy(out, b)
 	return out
 }

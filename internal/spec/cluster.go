@@ -1,6 +1,7 @@
 package spec
 
 import (
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -65,10 +66,10 @@ func defaultCluster(in *v1beta1.Input) {
 
 	n := &in.Nodes
 	if n.PrivateSubnetTags == nil {
-		n.PrivateSubnetTags = DefaultPrivateSubnetTags
+		n.PrivateSubnetTags = maps.Clone(DefaultPrivateSubnetTags)
 	}
 	if n.PublicSubnetTags == nil {
-		n.PublicSubnetTags = DefaultPublicSubnetTags
+		n.PublicSubnetTags = maps.Clone(DefaultPublicSubnetTags)
 	}
 	if n.PublicSecurityGroupSuffix == nil {
 		suffix := DefaultPublicSecurityGroupSuffix
@@ -245,7 +246,7 @@ func validateTenancy(t *v1beta1.Tenancy) field.ErrorList {
 	p := field.NewPath("input", "tenancy", "clusters")
 	seen := map[string]bool{}
 	for i, cl := range t.Clusters {
-		if !clusterName.MatchString(cl.Name) {
+		if !validClusterName(cl.Name) {
 			errs = append(errs, field.Invalid(p.Index(i).Child("name"), cl.Name, "must be an EKS cluster name"))
 		}
 		if seen[cl.Name] {

@@ -48,6 +48,11 @@ func FuzzLoad(f *testing.F) {
 		if len(c.Names.Role) > naming.MaxRoleName || len(c.Names.Queue) > naming.MaxQueueName {
 			t.Errorf("accepted names over AWS limits: %+v", c.Names)
 		}
+		for key, rule := range c.Names.Rules {
+			if len(rule) > naming.MaxRuleName {
+				t.Errorf("accepted rule %s's name %q over AWS's limit of %d", key, rule, naming.MaxRuleName)
+			}
+		}
 		for _, s := range []string{c.Spec.Cluster.Name, c.Spec.Cluster.Region, c.Spec.NodeIdentity.RoleARN, c.Spec.NodeIdentity.InstanceProfile} {
 			if strings.ContainsAny(s, "\"*?\\ \n") || !utf8.ValidString(s) {
 				t.Errorf("accepted %q, which could change a policy's meaning", s)

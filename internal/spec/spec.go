@@ -43,6 +43,10 @@ type Config struct {
 	Names naming.Names
 }
 
+// validClusterName tells whether s can name an EKS cluster: 1-100 letters,
+// digits, '-' and '_', starting with a letter or digit.
+func validClusterName(s string) bool { return len(s) <= 100 && clusterName.MatchString(s) }
+
 var (
 	clusterName  = regexp.MustCompile(`^[0-9A-Za-z][A-Za-z0-9_-]*$`)
 	region       = regexp.MustCompile(`^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-[0-9]+$`)
@@ -145,7 +149,7 @@ func validateSpec(c *Config) field.ErrorList {
 	switch {
 	case s.Cluster.Name == "":
 		errs = append(errs, field.Required(name, "the EKS cluster name"))
-	case len(s.Cluster.Name) > 100 || !clusterName.MatchString(s.Cluster.Name):
+	case !validClusterName(s.Cluster.Name):
 		errs = append(errs, field.Invalid(name, s.Cluster.Name, "must be an EKS cluster name: 1-100 letters, digits, '-' and '_', starting with a letter or digit"))
 	}
 

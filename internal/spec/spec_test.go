@@ -306,6 +306,23 @@ func TestLoadInvalid(t *testing.T) {
 				invalid("input.tenancy.clusters[0].kubernetesProviderConfig"),
 			},
 		},
+		"TenancyClusterDeclaredTwice": {
+			reason: "Two declarations of one cluster would leave it unclear which namespaces may claim it.",
+			spec:   xr(),
+			input: input(map[string]any{"tenancy": map[string]any{"clusters": []any{
+				map[string]any{"name": "prod-eu", "account": "111122223333"},
+				map[string]any{"name": "prod-eu", "account": "444455556666"},
+			}}}),
+			want: []errorID{{Type: field.ErrorTypeDuplicate, Field: "input.tenancy.clusters[1].name"}},
+		},
+		"TenancyAccountNotAnAccount": {
+			reason: "A cluster's account is what node roles are checked against: 12 digits.",
+			spec:   xr(),
+			input: input(map[string]any{"tenancy": map[string]any{"clusters": []any{
+				map[string]any{"name": "prod-eu", "account": "1111-2222-3333"},
+			}}}),
+			want: []errorID{invalid("input.tenancy.clusters[0].account")},
+		},
 		"NamespaceInvalid": {
 			reason: "A namespace is a DNS label: no dots, no uppercase.",
 			spec:   xr(),
@@ -540,7 +557,7 @@ func TestLoadValid(t *testing.T) {
 				t.Fatalf("\n%s\nLoad(...): unexpected errors: %v", tc.reason, errs)
 			}
 			// The cluster half of the input and the pools have their own tests
-			// (TestClusterDefaults, TestPoolDefaults).
+			// (TestClusterDefaults in cluster_test.go, TestPoolDefaults).
 			ignore := cmp.Options{
 				cmpopts.IgnoreFields(Config{}, "Names"),
 				cmpopts.IgnoreFields(v1alpha1.XKarpenterSpec{}, "Pools"),
@@ -548,9 +565,6 @@ func TestLoadValid(t *testing.T) {
 			}
 			if diff := cmp.Diff(tc.want.config, c, ignore); diff != "" {
 				t.Errorf("\n%s\nLoad(...): -want, +got:\n%s", tc.reason, diff)
-			}
-			if c == nil {
-				return
 			}
 			if c.Names.RolePath != tc.want.rolePath {
 				t.Errorf("\n%s\nLoad(...): Names.RolePath = %q, want %q", tc.reason, c.Names.RolePath, tc.want.rolePath)

@@ -1,0 +1,67 @@
+package spec
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/do-now/function-karpenter/apis/input/v1beta1"
+)
+
+// TestClusterDefaults pins the cluster half of the input's defaults, written
+// out here rather than read from the Default* constants.
+func TestClusterDefaults(t *testing.T) {
+	c, errs := Load(xr(), nil)
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	backoff, deadline, suffix := int32(6), int64(600), "-public-nodes"
+	want := struct {
+		Flux        v1beta1.Flux
+		Controller  v1beta1.Controller
+		AccessCheck v1beta1.AccessCheck
+		Nodes       v1beta1.Nodes
+	}{
+		Flux: v1beta1.Flux{
+			Namespace:      "flux-system",
+			SourceRef:      v1beta1.SourceRef{Kind: "GitRepository", Name: "flux-system", Namespace: "flux-system"},
+			ControllerPath: "./examples/gitops/controller",
+			NodesPath:      "./examples/gitops/nodes",
+			Interval:       "10m",
+			Timeout:        "10m",
+		},
+		AccessCheck: v1beta1.AccessCheck{Image: "public.ecr.aws/aws-cli/aws-cli:2.31.30", BackoffLimit: &backoff, ActiveDeadlineSeconds: &deadline},
+		Nodes: v1beta1.Nodes{
+			PrivateSubnetTags:         map[string]string{"kubernetes.io/role/internal-elb": "1"},
+			PublicSubnetTags:          map[string]string{"kubernetes.io/role/elb": "1"},
+			PublicSecurityGroupSuffix: &suffix,
+			DefaultAMIAlias:           "al2023@v20251117",
+			RootVolumeSize:            "50Gi",
+		},
+	}
+	got := want
+	got.Flux, got.Controller, got.AccessCheck, got.Nodes = c.Input.Flux, c.Input.Controller, c.Input.AccessCheck, c.Input.Nodes
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("cluster defaults: -want, +got:\n%s", diff)
+	}
+
+	// The source lives with the Kustomizations unless the platform says otherwise.
+	in, err := structpb.NewStruct(map[string]any{"flux": map[string]any{"namespace": "gitops"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, errs = Load(xr(), in)
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	if c.Input.Flux.SourceRef.Namespace != "gitops" {
+		t.Errorf("sourceRef.namespace %q, want the Kustomizations' namespace gitops", c.Input.Flux.SourceRef.Namespace)
+	}
+
+	// The defaults are copies: a claim's input never writes into them.
+	c.Input.Nodes.PrivateSubnetTags["tenant"] = "a"
+	if c2, _ := Load(xr(), nil); len(c2.Input.Nodes.PrivateSubnetTags) != 1 {
+		t.Errorf("a change to one config's subnet tags leaked into the defaults: %v", c2.Input.Nodes.PrivateSubnetTags)
+	}
+}
