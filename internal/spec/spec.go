@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -154,14 +155,11 @@ func validateSpec(c *Config) field.ErrorList {
 	}
 
 	r := p.Child("cluster", "region")
-	validRegion := false
 	switch {
 	case s.Cluster.Region == "":
 		errs = append(errs, field.Required(r, "the cluster's AWS region"))
 	case !region.MatchString(s.Cluster.Region):
 		errs = append(errs, field.Invalid(r, s.Cluster.Region, "must be an AWS region such as eu-west-3"))
-	default:
-		validRegion = true
 	}
 
 	arn := p.Child("nodeIdentity", "roleArn")
@@ -173,7 +171,7 @@ func validateSpec(c *Config) field.ErrorList {
 		c.NodeRole = role
 		c.Account = naming.Account{Partition: role.Partition, ID: role.Account, Region: s.Cluster.Region}
 	}
-	if validRegion && c.NodeRole.Partition != "" && regionPartition(s.Cluster.Region) != c.NodeRole.Partition {
+	if region.MatchString(s.Cluster.Region) && c.NodeRole.Partition != "" && regionPartition(s.Cluster.Region) != c.NodeRole.Partition {
 		errs = append(errs, field.Invalid(r, s.Cluster.Region, fmt.Sprintf("is not a region of partition %q of spec.nodeIdentity.roleArn", c.NodeRole.Partition)))
 	}
 
@@ -185,7 +183,7 @@ func validateSpec(c *Config) field.ErrorList {
 		errs = append(errs, field.Invalid(ip, s.NodeIdentity.InstanceProfile, "must be an IAM instance profile name: up to 128 letters, digits and +=,.@_-"))
 	}
 
-	if _, err := policy.Controller(string(s.Version), policy.ControllerParams{}); err != nil {
+	if !slices.Contains(policy.KnownVersions(), string(s.Version)) {
 		errs = append(errs, field.NotSupported(p.Child("version"), s.Version, policy.KnownVersions()))
 	}
 	return errs
