@@ -2,7 +2,6 @@ package flux
 
 import (
 	"maps"
-	"slices"
 	"strings"
 	"testing"
 
@@ -85,7 +84,7 @@ func TestControllerValuesReachTheDeployment(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			c := load(t, tc.spec, tc.input)
 			built := byKindName(fluxBuild(t, controllerKustomization(t, c)))
-			if diff := cmp.Diff([]string{"HelmRelease/karpenter", "OCIRepository/karpenter"}, sorted(keys(built))); diff != "" {
+			if diff := cmp.Diff([]string{"HelmRelease/karpenter", "OCIRepository/karpenter"}, keys(built)); diff != "" {
 				t.Fatalf("\n%s\nbuilt objects: -want, +got:\n%s", tc.reason, diff)
 			}
 			for _, o := range built {
@@ -227,7 +226,7 @@ func karpenterChart(t *testing.T) *chart.Chart {
 	t.Helper()
 	files := karpenter.files(t, "charts/karpenter")
 	buffered := make([]*loader.BufferedFile, 0, len(files))
-	for _, name := range sorted(keys(files)) {
+	for _, name := range keys(files) {
 		buffered = append(buffered, &loader.BufferedFile{Name: name, Data: files[name]})
 	}
 	c, err := loader.LoadFiles(buffered)
@@ -257,16 +256,11 @@ func renderChart(t *testing.T, c *chart.Chart, values map[string]any, namespace 
 		t.Fatalf("the Karpenter chart does not render: %v", err)
 	}
 	var objs []*unstructured.Unstructured
-	for _, name := range sorted(keys(manifests)) {
+	for _, name := range keys(manifests) {
 		if strings.HasSuffix(name, "NOTES.txt") {
 			continue
 		}
 		objs = append(objs, decodeObjects(t, []byte(manifests[name]))...)
 	}
 	return objs
-}
-
-func sorted(s []string) []string {
-	slices.Sort(s)
-	return s
 }

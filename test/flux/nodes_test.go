@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"maps"
+	"slices"
 	"mime"
 	"mime/multipart"
 	"net/mail"
@@ -417,10 +418,5 @@ func decodeStrict(t *testing.T, u *unstructured.Unstructured, into any) {
 	}
 }
 
-func keys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	return out
-}
+// keys are m's keys, sorted.
+func keys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
