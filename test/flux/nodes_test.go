@@ -5,10 +5,10 @@ import (
 	"encoding/json"
 	"io"
 	"maps"
-	"slices"
 	"mime"
 	"mime/multipart"
 	"net/mail"
+	"slices"
 	"strings"
 	"testing"
 
