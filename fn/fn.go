@@ -48,7 +48,7 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 	log := f.log.WithValues("xr-kind", oxr.Resource.GetKind(), "xr-name", oxr.Resource.GetName())
 
 	xrSpec, _ := oxr.Resource.Object["spec"].(map[string]any)
-	cfg, errs := spec.Load(xrSpec, req.GetInput())
+	cfg, errs := spec.Load(spec.OwnerOf(oxr.Resource.Object), xrSpec, req.GetInput())
 	if len(errs) > 0 {
 		log.Info("refusing invalid XR or input", "error", errs.ToAggregate().Error())
 		refuse(rsp, oxr, ReasonInvalid, errors.Errorf("invalid %s %q: %s", oxr.Resource.GetKind(), oxr.Resource.GetName(), errs.ToAggregate().Error()))

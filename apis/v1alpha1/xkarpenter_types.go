@@ -99,25 +99,31 @@ type CapacityType string
 // +kubebuilder:validation:Enum=arm64;amd64
 type Architecture string
 
-// Pool is what a tenant may choose of one node pool. Unset fields take the
-// platform's defaults: Spot and Graviton first, families c/m/r of generation
-// 6 or later.
+// Pool is what a tenant may choose of one node pool, within the bounds the
+// platform sets for the cluster. Unset fields take the platform's defaults:
+// every capacity type, architecture, instance category and zone it allows,
+// its minimum generation and its consolidation delay.
 type Pool struct {
-	// CapacityTypes Karpenter may buy, most preferred first.
+	// CapacityTypes Karpenter may buy: the allowed set, not an order.
+	// Karpenter prefers reserved capacity, then spot, then on-demand,
+	// whatever the order here. reserved is refused unless the platform
+	// offers capacity reservations.
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=3
 	// +listType=set
 	// +optional
 	CapacityTypes []CapacityType `json:"capacityTypes,omitempty"`
 
-	// Architectures of the instances, most preferred first.
+	// Architectures the instances may have: the allowed set, not an order.
+	// Karpenter picks among them by price.
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=2
 	// +listType=set
 	// +optional
 	Architectures []Architecture `json:"architectures,omitempty"`
 
-	// InstanceCategories are EC2 instance families by letter (c, m, r, …).
+	// InstanceCategories are EC2 instance families by letter (c, m, r, …),
+	// a subset of those the platform allows.
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=16
 	// +kubebuilder:validation:items:Pattern=`^[a-z]{1,8}$`
@@ -125,18 +131,32 @@ type Pool struct {
 	// +optional
 	InstanceCategories []string `json:"instanceCategories,omitempty"`
 
-	// MinGeneration is the oldest instance generation allowed.
+	// Zones confine the pool to these availability zones of the cluster's
+	// region (names such as eu-west-3a), a subset of those the platform
+	// allows.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:Pattern=`^[a-z]{2}(-[a-z0-9]+)+[a-z]$`
+	// +kubebuilder:validation:items:MaxLength=64
+	// +listType=set
+	// +optional
+	Zones []string `json:"zones,omitempty"`
+
+	// MinGeneration is the oldest instance generation allowed, no older
+	// than the platform's minimum.
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=20
 	// +optional
 	MinGeneration *int32 `json:"minGeneration,omitempty"`
 
-	// Limits cap the resources of all nodes of the pool together.
+	// Limits cap the resources of all nodes of the pool together, within
+	// the platform's ceiling.
 	// +optional
 	Limits *PoolLimits `json:"limits,omitempty"`
 
 	// ConsolidateAfter is how long a node must be empty or underused before
-	// Karpenter consolidates it, as a duration such as 30s, 5m or 1h30m.
+	// Karpenter consolidates it, as a duration such as 15m or 1h30m, no
+	// shorter than the platform's minimum.
 	// +kubebuilder:validation:Pattern=`^([0-9]+(s|m|h))+$`
 	// +kubebuilder:validation:MaxLength=16
 	// +optional

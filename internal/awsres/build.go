@@ -45,7 +45,12 @@ func Identity(c *spec.Config) (Resources, error) {
 			Spec: iam.RoleSpec{
 				ResourceSpec: resourceSpec(c),
 				ForProvider: iam.RoleParameters{
-					AssumeRolePolicy:    ptr(policy.ControllerTrust().JSON()),
+					AssumeRolePolicy: ptr(policy.ControllerTrust(policy.Binding{
+						Account:        c.Account.ID,
+						Cluster:        c.Spec.Cluster.Name,
+						Namespace:      c.Input.PodIdentity.Namespace,
+						ServiceAccount: c.Input.PodIdentity.ServiceAccount,
+					}).JSON()),
 					Description:         ptr(fmt.Sprintf("Karpenter controller of EKS cluster %s, assumed through EKS Pod Identity", c.Spec.Cluster.Name)),
 					Path:                ptr(c.Names.RolePath),
 					PermissionsBoundary: optional(c.Input.PermissionsBoundaryARN),

@@ -11,10 +11,11 @@ package cluster
 import (
 	"fmt"
 
-	"github.com/crossplane/function-sdk-go/resource"
+	fnresource "github.com/crossplane/function-sdk-go/resource"
 	"github.com/crossplane/function-sdk-go/resource/composed"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -25,9 +26,9 @@ import (
 
 // Composed resource names of step three. They are API.
 const (
-	Namespace      resource.Name = "controller-namespace"
-	ServiceAccount resource.Name = "controller-service-account"
-	AccessCheck    resource.Name = "access-check"
+	Namespace      fnresource.Name = "controller-namespace"
+	ServiceAccount fnresource.Name = "controller-service-account"
+	AccessCheck    fnresource.Name = "access-check"
 )
 
 // The provider-kubernetes Object that carries each manifest.
@@ -52,22 +53,22 @@ const ManagedNodeLabel = "karpenter.sh/nodepool"
 
 // Needs says which of step three's resources wait for which sibling: what
 // lives in the namespace is applied once the namespace exists.
-func Needs() map[resource.Name][]resource.Name {
-	return map[resource.Name][]resource.Name{
+func Needs() map[fnresource.Name][]fnresource.Name {
+	return map[fnresource.Name][]fnresource.Name{
 		ServiceAccount: {Namespace},
 		AccessCheck:    {Namespace},
 	}
 }
 
 // Manifests returns step three's objects as the claimed cluster gets them.
-func Manifests(c *spec.Config) map[resource.Name]runtime.Object {
+func Manifests(c *spec.Config) map[fnresource.Name]runtime.Object {
 	ns := c.Input.PodIdentity.Namespace
 	labels := map[string]string{
 		"app.kubernetes.io/part-of":    "karpenter",
 		"app.kubernetes.io/managed-by": "crossplane",
 		spec.ClusterLabel:              spec.KubernetesName(c.Spec.Cluster.Name),
 	}
-	return map[resource.Name]runtime.Object{
+	return map[fnresource.Name]runtime.Object{
 		Namespace: &corev1.Namespace{
 			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"},
 			ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: labels},
@@ -82,8 +83,8 @@ func Manifests(c *spec.Config) map[resource.Name]runtime.Object {
 
 // Objects returns step three: each manifest in a provider-kubernetes Object
 // bound to the claimed cluster's ProviderConfig.
-func Objects(c *spec.Config) (map[resource.Name]runtime.Object, error) {
-	out := map[resource.Name]runtime.Object{}
+func Objects(c *spec.Config) (map[fnresource.Name]runtime.Object, error) {
+	out := map[fnresource.Name]runtime.Object{}
 	for name, m := range Manifests(c) {
 		// Converted as the SDK converts composed resources, so empty
 		// structs are omitted and the manifest says only what we mean.
@@ -149,11 +150,21 @@ func accessCheck(c *spec.Config, labels map[string]string) *batchv1.Job {
 							Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 						},
 						VolumeMounts: []corev1.VolumeMount{{Name: "tmp", MountPath: "/tmp"}},
+						Resources:    AccessCheckResources(),
 					}},
 					Volumes: []corev1.Volume{{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
 				},
 			},
 		},
+	}
+}
+
+// AccessCheckResources are the access check's fixed requests and limits:
+// enough for the AWS CLI, small beside what a system node holds.
+func AccessCheckResources() corev1.ResourceRequirements {
+	return corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m"), corev1.ResourceMemory: resource.MustParse("128Mi")},
+		Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("256Mi")},
 	}
 }
 

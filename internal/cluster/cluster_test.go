@@ -17,7 +17,7 @@ func load(t *testing.T, in map[string]any) *spec.Config {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, errs := spec.Load(map[string]any{
+	c, errs := spec.Load(spec.Owner{Namespace: "team-a", Name: "karpenter"}, map[string]any{
 		"cluster":      map[string]any{"name": "prod-eu", "region": "eu-west-3"},
 		"nodeIdentity": map[string]any{"roleArn": "arn:aws:iam::111122223333:role/nodes", "instanceProfile": "nodes"},
 	}, s)

@@ -89,7 +89,29 @@ func Nodes(c *spec.Config) (map[resource.Name]runtime.Object, error) {
 		VarRootVolumeSize:  c.Input.Nodes.RootVolumeSize,
 	}}
 	k.Spec.Patches = patches
+	k.Spec.Timeout = &metav1.Duration{Duration: NodesTimeout(c)}
 	return map[resource.Name]runtime.Object{NodesKustomization: k}, nil
+}
+
+// UninstallMargin is what the nodes Kustomization waits beyond the nodes'
+// termination grace period: EC2 takes minutes to terminate an instance
+// once Karpenter gave up draining it, and Karpenter then removes the
+// NodeClaim's, NodePool's and EC2NodeClass's finalizers.
+const UninstallMargin = 15 * time.Minute
+
+// NodesTimeout is the nodes Kustomization's timeout. Flux gives up waiting
+// for the node pools' deletion after it and removes the Kustomization's
+// finalizer; Crossplane then lets the controller go, and a NodeClaim left
+// would strand its instance. After the termination grace period Karpenter
+// terminates a node whatever blocks its drain (a PodDisruptionBudget,
+// karpenter.sh/do-not-disrupt), so waiting that long plus the margin makes
+// an uninstall end with no instance running. Never shorter than the
+// platform's flux.timeout.
+func NodesTimeout(c *spec.Config) time.Duration {
+	// Validated as positive durations by spec.Load.
+	grace, _ := time.ParseDuration(c.Pools.Defaults.TerminationGracePeriod)
+	timeout, _ := time.ParseDuration(c.Input.Flux.Timeout)
+	return max(timeout, grace+UninstallMargin)
 }
 
 func kustomization(c *spec.Config, name, path string) *kustomizev1.Kustomization {

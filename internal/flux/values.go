@@ -52,7 +52,8 @@ type Settings struct {
 
 // ControllerBlock is the chart's controller block.
 type ControllerBlock struct {
-	Env []corev1.EnvVar `json:"env"`
+	Env       []corev1.EnvVar              `json:"env"`
+	Resources *corev1.ResourceRequirements `json:"resources"`
 }
 
 // ControllerValues are the chart values for a claim.
@@ -66,7 +67,10 @@ func ControllerValues(c *spec.Config) Values {
 			InterruptionQueue: c.Names.Queue,
 			EKSControlPlane:   true,
 		},
-		Controller:   ControllerBlock{Env: []corev1.EnvVar{{Name: "AWS_REGION", Value: c.Spec.Cluster.Region}}},
+		Controller: ControllerBlock{
+			Env:       []corev1.EnvVar{{Name: "AWS_REGION", Value: c.Spec.Cluster.Region}},
+			Resources: c.Input.Controller.Resources,
+		},
 		NodeSelector: c.Input.Controller.NodeSelector,
 		Tolerations:  c.Input.Controller.Tolerations,
 		Affinity: map[string]any{

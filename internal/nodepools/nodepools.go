@@ -21,8 +21,11 @@ const (
 // Labels, taints and tags the pools carry.
 const (
 	PoolLabel = "socle.do-now.io/node-pool"
-	// DiscoveryTag marks the subnets Karpenter may use for a cluster.
-	DiscoveryTag = "karpenter.sh/discovery"
+	// TenantLabel and ClaimLabel trace every node and instance back to the
+	// claim that asked for it: its namespace and its name (the XR's, for
+	// an XR without a claim).
+	TenantLabel = "socle.do-now.io/tenant"
+	ClaimLabel  = "socle.do-now.io/claim"
 	// ClusterSecurityGroupTag is set by EKS on the cluster security group.
 	ClusterSecurityGroupTag = "aws:eks:cluster-name"
 	// ExcludeFromLoadBalancers keeps load balancers off a node; only the
@@ -37,6 +40,8 @@ const (
 	osKey                 = "kubernetes.io/os"
 	instanceCategoryKey   = "karpenter.k8s.aws/instance-category"
 	instanceGenerationKey = "karpenter.k8s.aws/instance-generation"
+	instanceMemoryKey     = "karpenter.k8s.aws/instance-memory"
+	zoneKey               = "topology.kubernetes.io/zone"
 )
 
 // Group/version/kinds the patches target.
@@ -55,9 +60,9 @@ const (
 // claim turned the public pool off.
 func Patches(c *spec.Config) ([]kustomize.Patch, error) {
 	var docs []any
-	docs = append(docs, pool(Private, c.Spec.Pools.Private), nodeClass(c, Private))
+	docs = append(docs, pool(c, Private, c.Spec.Pools.Private), nodeClass(c, Private))
 	if c.PublicEnabled() {
-		docs = append(docs, pool(Public, c.Spec.Pools.Public.Pool), nodeClass(c, Public))
+		docs = append(docs, pool(c, Public, c.Spec.Pools.Public.Pool), nodeClass(c, Public))
 	} else {
 		docs = append(docs,
 			deletion{Patch: "delete", APIVersion: nodePoolAPIVersion, Kind: nodePoolKind, Metadata: objectMeta{Name: Public}},
@@ -74,7 +79,7 @@ func Patches(c *spec.Config) ([]kustomize.Patch, error) {
 	return patches, nil
 }
 
-func pool(name string, p v1alpha1.Pool) nodePool {
+func pool(c *spec.Config, name string, p v1alpha1.Pool) nodePool {
 	ct := make([]string, len(p.CapacityTypes))
 	for i, v := range p.CapacityTypes {
 		ct[i] = string(v)
@@ -87,29 +92,55 @@ func pool(name string, p v1alpha1.Pool) nodePool {
 	if name == Public {
 		taints = append(taints, taint{Key: PoolLabel, Value: Public, Effect: "NoSchedule"})
 	}
+	// Gt is exclusive: generation N or later is Gt N-1, and likewise the
+	// memory floor in MiB, the unit Karpenter labels instances with.
+	reqs := []requirement{
+		{Key: capacityTypeKey, Operator: "In", Values: ct},
+		{Key: archKey, Operator: "In", Values: arch},
+		{Key: osKey, Operator: "In", Values: []string{"linux"}},
+		{Key: instanceCategoryKey, Operator: "In", Values: p.InstanceCategories},
+		{Key: instanceGenerationKey, Operator: "Gt", Values: []string{strconv.Itoa(int(*p.MinGeneration) - 1)}},
+		{Key: instanceMemoryKey, Operator: "Gt", Values: []string{strconv.FormatInt(c.MinMemoryMiB()-1, 10)}},
+	}
+	if len(p.Zones) > 0 {
+		reqs = append(reqs, requirement{Key: zoneKey, Operator: "In", Values: p.Zones})
+	}
+	policy := c.Pools.Defaults
 	return nodePool{
 		APIVersion: nodePoolAPIVersion,
 		Kind:       nodePoolKind,
 		Metadata:   objectMeta{Name: name},
 		Spec: nodePoolSpec{
 			Template: nodeClaimTemplate{
-				Metadata: templateMeta{Labels: map[string]string{PoolLabel: name}},
+				Metadata: templateMeta{Labels: Trace(c, name)},
 				Spec: nodeClaimTemplSpec{
-					Requirements: []requirement{
-						{Key: capacityTypeKey, Operator: "In", Values: ct},
-						{Key: archKey, Operator: "In", Values: arch},
-						{Key: osKey, Operator: "In", Values: []string{"linux"}},
-						{Key: instanceCategoryKey, Operator: "In", Values: p.InstanceCategories},
-						// Gt is exclusive: generation N or later is Gt N-1.
-						{Key: instanceGenerationKey, Operator: "Gt", Values: []string{strconv.Itoa(int(*p.MinGeneration) - 1)}},
-					},
-					Taints: taints,
+					Requirements:           reqs,
+					Taints:                 taints,
+					ExpireAfter:            policy.ExpireAfter,
+					TerminationGracePeriod: policy.TerminationGracePeriod,
 				},
 			},
-			Limits:     map[string]string{"cpu": p.Limits.CPU, "memory": p.Limits.Memory},
-			Disruption: disruption{ConsolidateAfter: p.ConsolidateAfter},
+			Limits: map[string]string{"cpu": p.Limits.CPU, "memory": p.Limits.Memory},
+			Disruption: disruption{
+				ConsolidateAfter: p.ConsolidateAfter,
+				Budgets:          []budget{{Nodes: policy.DisruptionBudget}},
+			},
 		},
 	}
+}
+
+// Trace is what every node of a pool and its instance carry, as node labels
+// and as EC2 tags: the claim's namespace and name, the cluster and the pool.
+func Trace(c *spec.Config, pool string) map[string]string {
+	t := map[string]string{
+		ClaimLabel:        c.Owner.Name,
+		spec.ClusterLabel: spec.KubernetesName(c.Spec.Cluster.Name),
+		PoolLabel:         pool,
+	}
+	if c.Owner.Namespace != "" {
+		t[TenantLabel] = c.Owner.Namespace
+	}
+	return t
 }
 
 func nodeClass(c *spec.Config, name string) ec2NodeClass {
@@ -126,17 +157,32 @@ func nodeClass(c *spec.Config, name string) ec2NodeClass {
 		ud := publicUserData()
 		userData = &ud
 	}
+	subnets := maps.Clone(subnetTags)
+	if k, v, ok := c.SubnetClusterTag(); ok {
+		subnets[k] = v
+	}
+	reservations := make([]capacityReservationSelectorTerm, len(c.Pools.CapacityReservationSelectorTerms))
+	for i, t := range c.Pools.CapacityReservationSelectorTerms {
+		reservations[i] = capacityReservationSelectorTerm{ID: t.ID, OwnerID: t.OwnerID, Tags: t.Tags}
+	}
+	var kl *kubelet
+	if m := *c.Pools.KubeletMaxPods; m > 0 {
+		kl = &kubelet{MaxPods: m}
+	}
 	return ec2NodeClass{
 		APIVersion: nodeClassAPIVersion,
 		Kind:       nodeClassKind,
 		Metadata:   objectMeta{Name: name},
 		Spec: ec2NodeClassSpec{
 			AMISelectorTerms:           []amiSelectorTerm{{Alias: p.AMIAlias}},
-			SubnetSelectorTerms:        []selectorTerm{{Tags: merge(subnetTags, map[string]string{DiscoveryTag: cluster})}},
+			SubnetSelectorTerms:        []selectorTerm{{Tags: subnets}},
 			SecurityGroupSelectorTerms: groups,
 			AssociatePublicIPAddress:   name == Public,
 			UserData:                   userData,
-			Tags:                       merge(c.Input.Tags, map[string]string{spec.ClusterLabel: cluster, PoolLabel: name}),
+			// AWS tags take the cluster's name as EKS spells it.
+			Tags:                             merge(merge(c.Input.Tags, Trace(c, name)), map[string]string{spec.ClusterLabel: cluster}),
+			CapacityReservationSelectorTerms: reservations,
+			Kubelet:                          kl,
 		},
 	}
 }

@@ -42,7 +42,9 @@ type nodeClaimTemplSpec struct {
 	Requirements []requirement `json:"requirements"`
 	// Taints is always written, empty included, so the patch replaces what
 	// the base holds.
-	Taints []taint `json:"taints"`
+	Taints                 []taint `json:"taints"`
+	ExpireAfter            string  `json:"expireAfter"`
+	TerminationGracePeriod string  `json:"terminationGracePeriod"`
 }
 
 type requirement struct {
@@ -58,7 +60,12 @@ type taint struct {
 }
 
 type disruption struct {
-	ConsolidateAfter string `json:"consolidateAfter"`
+	ConsolidateAfter string   `json:"consolidateAfter"`
+	Budgets          []budget `json:"budgets"`
+}
+
+type budget struct {
+	Nodes string `json:"nodes"`
 }
 
 type ec2NodeClass struct {
@@ -75,6 +82,20 @@ type ec2NodeClassSpec struct {
 	AssociatePublicIPAddress   bool                        `json:"associatePublicIPAddress"`
 	UserData                   *string                     `json:"userData,omitempty"`
 	Tags                       map[string]string           `json:"tags,omitempty"`
+	// CapacityReservationSelectorTerms is always written, empty included,
+	// so the patch replaces what the base holds.
+	CapacityReservationSelectorTerms []capacityReservationSelectorTerm `json:"capacityReservationSelectorTerms"`
+	Kubelet                          *kubelet                          `json:"kubelet,omitempty"`
+}
+
+type capacityReservationSelectorTerm struct {
+	ID      string            `json:"id,omitempty"`
+	OwnerID string            `json:"ownerID,omitempty"`
+	Tags    map[string]string `json:"tags,omitempty"`
+}
+
+type kubelet struct {
+	MaxPods int32 `json:"maxPods"`
 }
 
 type amiSelectorTerm struct {

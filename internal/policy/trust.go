@@ -4,9 +4,29 @@ package policy
 // associations. It is the same name in every partition.
 const PodIdentityPrincipal = "pods.eks.amazonaws.com"
 
+// Condition keys EKS Pod Identity sets when it assumes a role: the account
+// of the cluster, and the session tags naming the cluster and the pod's
+// namespace and service account.
+const (
+	SourceAccountKey  = "aws:SourceAccount"
+	ClusterTagKey     = "aws:RequestTag/eks-cluster-name"
+	NamespaceTagKey   = "aws:RequestTag/kubernetes-namespace"
+	ServiceAccountKey = "aws:RequestTag/kubernetes-service-account"
+)
+
+// Binding is the one Pod Identity association the controller role is for.
+type Binding struct {
+	Account        string
+	Cluster        string
+	Namespace      string
+	ServiceAccount string
+}
+
 // ControllerTrust is the trust policy of the controller role: only EKS Pod
-// Identity may assume it, and tag the session with the pod's attributes.
-func ControllerTrust() Document {
+// Identity may assume it and tag the session, and only for the controller's
+// service account in the claimed cluster of the account. Without the
+// conditions any Pod Identity association in the account could bind it.
+func ControllerTrust(b Binding) Document {
 	return Document{
 		Version: Version,
 		Statement: []Statement{{
@@ -14,6 +34,12 @@ func ControllerTrust() Document {
 			Effect:    Allow,
 			Principal: &Principal{Service: one(PodIdentityPrincipal)},
 			Action:    []string{"sts:AssumeRole", "sts:TagSession"},
+			Condition: Condition{"StringEquals": {
+				SourceAccountKey:  one(b.Account),
+				ClusterTagKey:     one(b.Cluster),
+				NamespaceTagKey:   one(b.Namespace),
+				ServiceAccountKey: one(b.ServiceAccount),
+			}},
 		}},
 	}
 }

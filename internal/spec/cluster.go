@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -77,6 +78,32 @@ func defaultCluster(in *v1beta1.Input) {
 	}
 	setDefault(&n.DefaultAMIAlias, DefaultAMIAlias)
 	setDefault(&n.RootVolumeSize, DefaultRootVolumeSize)
+	if t := n.SubnetClusterTag; t != nil {
+		setDefault(&t.Value, "*")
+	}
+	if in.Controller.Resources == nil {
+		in.Controller.Resources = DefaultControllerResources()
+	}
+}
+
+// DefaultControllerResources are the requests and limits of each controller
+// replica where the platform sets none: 1 CPU and 1Gi, as Karpenter's
+// getting-started guide sets them.
+func DefaultControllerResources() *corev1.ResourceRequirements {
+	r := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("1Gi")}
+	return &corev1.ResourceRequirements{Requests: r, Limits: r.DeepCopy()}
+}
+
+// SubnetClusterTag is the platform's tag scoping subnets to the claimed
+// cluster, with the cluster's name in place; ok is false when the platform
+// sets none.
+func (c *Config) SubnetClusterTag() (key, value string, ok bool) {
+	t := c.Input.Nodes.SubnetClusterTag
+	if t == nil {
+		return "", "", false
+	}
+	r := strings.NewReplacer(v1beta1.ClusterPlaceholder, c.Spec.Cluster.Name)
+	return r.Replace(t.Key), r.Replace(t.Value), true
 }
 
 func setDefault(s *string, v string) {
@@ -126,11 +153,26 @@ func validateCluster(in v1beta1.Input) field.ErrorList {
 
 	n := p.Child("nodes")
 	for name, tags := range map[string]map[string]string{"privateSubnetTags": in.Nodes.PrivateSubnetTags, "publicSubnetTags": in.Nodes.PublicSubnetTags} {
-		errs = append(errs, validateTags(n.Child(name), tags)...)
 		for k, v := range tags {
-			if v == "" {
-				// Karpenter's selector terms refuse empty tag values.
-				errs = append(errs, field.Invalid(n.Child(name).Key(k), v, "subnet selector tag values must not be empty; use \"*\" to match any value"))
+			errs = append(errs, validateSelectorTag(n.Child(name).Key(k), k, v)...)
+		}
+	}
+	if t := in.Nodes.SubnetClusterTag; t != nil {
+		tp := n.Child("subnetClusterTag")
+		// Checked with a cluster name in place, as long as any.
+		r := strings.NewReplacer(v1beta1.ClusterPlaceholder, strings.Repeat("c", 100))
+		if t.Key == "" {
+			errs = append(errs, field.Required(tp.Child("key"), "the tag key, such as kubernetes.io/cluster/{cluster}"))
+		} else {
+			for _, e := range validateSelectorTag(tp, r.Replace(t.Key), r.Replace(t.Value)) {
+				errs = append(errs, field.Invalid(tp, t.Key+"="+t.Value, e.Detail))
+			}
+		}
+	}
+	if r := in.Controller.Resources; r != nil {
+		for name, req := range r.Requests {
+			if lim, ok := r.Limits[name]; ok && req.Cmp(lim) > 0 {
+				errs = append(errs, field.Invalid(p.Child("controller", "resources", "requests").Key(string(name)), req.String(), "must not exceed the limit "+lim.String()))
 			}
 		}
 	}
@@ -144,6 +186,23 @@ func validateCluster(in v1beta1.Input) field.ErrorList {
 	if q, err := resource.ParseQuantity(in.Nodes.RootVolumeSize); err != nil || !volumeSize.MatchString(in.Nodes.RootVolumeSize) ||
 		q.Cmp(resource.MustParse("20Gi")) < 0 || q.Cmp(resource.MustParse("16Ti")) > 0 {
 		errs = append(errs, field.Invalid(n.Child("rootVolumeSize"), in.Nodes.RootVolumeSize, "must be whole Gi, G, Ti or T (as EC2NodeClass takes it) between 20Gi and 16Ti"))
+	}
+	return errs
+}
+
+// validateSelectorTag checks a tag a selector matches: any tag AWS allows,
+// those Karpenter and EKS set included, and never an empty value, which
+// Karpenter's selector terms refuse.
+func validateSelectorTag(p *field.Path, k, v string) field.ErrorList {
+	var errs field.ErrorList
+	if k == "" || utf8.RuneCountInString(k) > 128 || !tagCharacter.MatchString(k) {
+		errs = append(errs, field.Invalid(p, k, "tag keys are 1-128 letters, digits, spaces and _.:/=+-@"))
+	}
+	switch {
+	case v == "":
+		errs = append(errs, field.Invalid(p, v, "selector tag values must not be empty; use \"*\" to match any value"))
+	case utf8.RuneCountInString(v) > 256 || !tagCharacter.MatchString(v) && v != "*":
+		errs = append(errs, field.Invalid(p, v, "tag values are up to 256 letters, digits, spaces and _.:/=+-@"))
 	}
 	return errs
 }

@@ -5,6 +5,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/protobuf/types/known/structpb"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/do-now/function-karpenter/apis/input/v1beta1"
 )
@@ -12,7 +14,7 @@ import (
 // TestClusterDefaults pins the cluster half of the input's defaults, written
 // out here rather than read from the Default* constants.
 func TestClusterDefaults(t *testing.T) {
-	c, errs := Load(xr(), nil)
+	c, errs := Load(owner, xr(), nil)
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
@@ -31,6 +33,10 @@ func TestClusterDefaults(t *testing.T) {
 			Interval:       "10m",
 			Timeout:        "10m",
 		},
+		Controller: v1beta1.Controller{Resources: &corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{"cpu": resource.MustParse("1"), "memory": resource.MustParse("1Gi")},
+			Limits:   corev1.ResourceList{"cpu": resource.MustParse("1"), "memory": resource.MustParse("1Gi")},
+		}},
 		AccessCheck: v1beta1.AccessCheck{Image: "public.ecr.aws/aws-cli/aws-cli:2.31.30", BackoffLimit: &backoff, ActiveDeadlineSeconds: &deadline},
 		Nodes: v1beta1.Nodes{
 			PrivateSubnetTags:         map[string]string{"kubernetes.io/role/internal-elb": "1"},
@@ -51,7 +57,7 @@ func TestClusterDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, errs = Load(xr(), in)
+	c, errs = Load(owner, xr(), in)
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
@@ -61,7 +67,7 @@ func TestClusterDefaults(t *testing.T) {
 
 	// The defaults are copies: a claim's input never writes into them.
 	c.Input.Nodes.PrivateSubnetTags["tenant"] = "a"
-	if c2, _ := Load(xr(), nil); len(c2.Input.Nodes.PrivateSubnetTags) != 1 {
+	if c2, _ := Load(owner, xr(), nil); len(c2.Input.Nodes.PrivateSubnetTags) != 1 {
 		t.Errorf("a change to one config's subnet tags leaked into the defaults: %v", c2.Input.Nodes.PrivateSubnetTags)
 	}
 }

@@ -33,7 +33,7 @@ func FuzzLoad(f *testing.F) {
 			}
 			in = s
 		}
-		c, errs := Load(spec, in)
+		c, errs := Load(owner, spec, in)
 		for _, e := range errs {
 			if !strings.HasPrefix(e.Field, "spec") && !strings.HasPrefix(e.Field, "input") {
 				t.Errorf("error without a spec or input field path: %v", e)

@@ -4,28 +4,22 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
-	"time"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	"github.com/do-now/function-karpenter/apis/input/v1beta1"
 	"github.com/do-now/function-karpenter/apis/v1alpha1"
 )
 
-// Pool defaults: Spot and Graviton first, families c/m/r of generation 6+.
+// Limits of pools that set none, each cut to the platform's ceiling.
 var (
-	DefaultCapacityTypes      = []v1alpha1.CapacityType{"spot", "on-demand"}
-	DefaultArchitectures      = []v1alpha1.Architecture{"arm64", "amd64"}
-	DefaultInstanceCategories = []string{"c", "m", "r"}
-	DefaultPrivateLimits      = v1alpha1.PoolLimits{CPU: "100", Memory: "400Gi"}
-	DefaultPublicLimits       = v1alpha1.PoolLimits{CPU: "32", Memory: "128Gi"}
+	DefaultPrivateLimits = v1alpha1.PoolLimits{CPU: "100", Memory: "400Gi"}
+	DefaultPublicLimits  = v1alpha1.PoolLimits{CPU: "32", Memory: "128Gi"}
 )
 
-// More pool defaults.
+// AMI aliases.
 const (
-	DefaultMinGeneration    int32 = 6
-	DefaultConsolidateAfter       = "1m"
 	// DefaultAMIAlias is the pinned AL2023 release pools use unless the
 	// platform or the tenant pins another.
 	DefaultAMIAlias = "al2023@v20251117"
@@ -33,14 +27,8 @@ const (
 	LatestAMIAlias = "al2023@latest"
 )
 
-// Bounds of the pool limits.
 var (
-	MaxPoolCPU    = resource.MustParse("10000")
-	MaxPoolMemory = resource.MustParse("40Ti")
-)
-
-var (
-	capacityTypes = []string{"spot", "on-demand", "reserved"}
+	capacityTypes = []string{"spot", "on-demand", Reserved}
 	architectures = []string{"arm64", "amd64"}
 	category      = regexp.MustCompile(`^[a-z]{1,8}$`)
 	amiAlias      = regexp.MustCompile(`^al2023@(v[0-9]{8}|latest)$`)
@@ -53,42 +41,76 @@ func (c *Config) PublicEnabled() bool {
 }
 
 func defaultPools(c *Config) {
-	defaultPool(&c.Spec.Pools.Private, DefaultPrivateLimits, c.Input.Nodes.DefaultAMIAlias)
-	defaultPool(&c.Spec.Pools.Public.Pool, DefaultPublicLimits, c.Input.Nodes.DefaultAMIAlias)
+	defaultPool(&c.Spec.Pools.Private, DefaultPrivateLimits, c)
+	defaultPool(&c.Spec.Pools.Public.Pool, DefaultPublicLimits, c)
 }
 
-func defaultPool(p *v1alpha1.Pool, limits v1alpha1.PoolLimits, ami string) {
-	// Only absent lists take defaults: an explicitly empty list is an error.
+// defaultPool fills what the tenant left unset from the platform's policy.
+// Only absent lists take defaults: an explicitly empty list is an error.
+func defaultPool(p *v1alpha1.Pool, limits v1alpha1.PoolLimits, c *Config) {
+	allowed := c.Pools.Allowed
 	if p.CapacityTypes == nil {
-		p.CapacityTypes = append([]v1alpha1.CapacityType(nil), DefaultCapacityTypes...)
+		p.CapacityTypes = typed[v1alpha1.CapacityType](allowed.CapacityTypes)
 	}
 	if p.Architectures == nil {
-		p.Architectures = append([]v1alpha1.Architecture(nil), DefaultArchitectures...)
+		p.Architectures = typed[v1alpha1.Architecture](allowed.Architectures)
 	}
 	if p.InstanceCategories == nil {
-		p.InstanceCategories = append([]string(nil), DefaultInstanceCategories...)
+		p.InstanceCategories = slices.Clone(allowed.InstanceCategories)
+	}
+	if p.Zones == nil && len(allowed.Zones) > 0 {
+		p.Zones = slices.Clone(allowed.Zones)
 	}
 	if p.MinGeneration == nil {
-		g := DefaultMinGeneration
+		g := *c.Pools.MinGeneration
 		p.MinGeneration = &g
 	}
 	if p.Limits == nil {
-		l := limits
+		l := v1alpha1.PoolLimits{
+			CPU:    atMost(limits.CPU, c.Pools.MaxLimits.CPU),
+			Memory: atMost(limits.Memory, c.Pools.MaxLimits.Memory),
+		}
 		p.Limits = &l
 	}
 	if p.ConsolidateAfter == "" {
-		p.ConsolidateAfter = DefaultConsolidateAfter
+		p.ConsolidateAfter = c.Pools.Defaults.ConsolidateAfter
 	}
 	if p.AMIAlias == "" {
-		p.AMIAlias = ami
+		p.AMIAlias = c.Input.Nodes.DefaultAMIAlias
 	}
+}
+
+// atMost returns the lesser of two quantities, as written.
+func atMost(v, ceiling string) string {
+	q, err1 := resource.ParseQuantity(v)
+	c, err2 := resource.ParseQuantity(ceiling)
+	if err1 == nil && err2 == nil && q.Cmp(c) > 0 {
+		return ceiling
+	}
+	return v
+}
+
+func typed[T ~string](items []string) []T {
+	out := make([]T, len(items))
+	for i, v := range items {
+		out[i] = T(v)
+	}
+	return out
+}
+
+func untyped[T ~string](items []T) []string {
+	out := make([]string, len(items))
+	for i, v := range items {
+		out[i] = string(v)
+	}
+	return out
 }
 
 func validatePools(c *Config) field.ErrorList {
 	p := field.NewPath("spec", "pools")
-	errs := validatePool(p.Child("private"), c.Spec.Pools.Private, c.Input.Nodes)
+	errs := validatePool(p.Child("private"), c.Spec.Pools.Private, c)
 	if c.PublicEnabled() {
-		errs = append(errs, validatePool(p.Child("public"), c.Spec.Pools.Public.Pool, c.Input.Nodes)...)
+		errs = append(errs, validatePool(p.Child("public"), c.Spec.Pools.Public.Pool, c)...)
 		if *c.Input.Nodes.PublicSecurityGroupSuffix == "" {
 			errs = append(errs, field.Required(field.NewPath("input", "nodes", "publicSecurityGroupSuffix"),
 				"the platform has no public security group, so spec.pools.public.enabled must be false"))
@@ -97,42 +119,51 @@ func validatePools(c *Config) field.ErrorList {
 	return errs
 }
 
-func validatePool(p *field.Path, pool v1alpha1.Pool, platform v1beta1.Nodes) field.ErrorList {
+// validatePool checks a defaulted pool against the platform's policy for
+// the claimed cluster; every error names the bound it breaks.
+func validatePool(p *field.Path, pool v1alpha1.Pool, c *Config) field.ErrorList {
 	var errs field.ErrorList
-	ct := make([]string, len(pool.CapacityTypes))
-	for i, v := range pool.CapacityTypes {
-		ct[i] = string(v)
-	}
-	errs = append(errs, validateSet(p.Child("capacityTypes"), ct, func(i int, v string) *field.Error {
-		if !slices.Contains(capacityTypes, v) {
-			return field.NotSupported(p.Child("capacityTypes").Index(i), v, capacityTypes)
+	bounds := c.Pools
+	cluster := c.Spec.Cluster.Name
+	errs = append(errs, validateSubset(p.Child("capacityTypes"), untyped(pool.CapacityTypes), capacityTypes, bounds.Allowed.CapacityTypes, func(ip *field.Path, v string) *field.Error {
+		if v == Reserved && len(bounds.CapacityReservationSelectorTerms) == 0 {
+			return notAllowed(ip, v, fmt.Sprintf("the platform offers no capacity reservations for cluster %q", cluster))
 		}
 		return nil
 	})...)
-	arch := make([]string, len(pool.Architectures))
-	for i, v := range pool.Architectures {
-		arch[i] = string(v)
-	}
-	errs = append(errs, validateSet(p.Child("architectures"), arch, func(i int, v string) *field.Error {
-		if !slices.Contains(architectures, v) {
-			return field.NotSupported(p.Child("architectures").Index(i), v, architectures)
-		}
-		return nil
-	})...)
-	errs = append(errs, validateSet(p.Child("instanceCategories"), pool.InstanceCategories, func(i int, v string) *field.Error {
+	errs = append(errs, validateSubset(p.Child("architectures"), untyped(pool.Architectures), architectures, bounds.Allowed.Architectures, nil)...)
+	errs = append(errs, validateSubset(p.Child("instanceCategories"), pool.InstanceCategories, nil, bounds.Allowed.InstanceCategories, func(ip *field.Path, v string) *field.Error {
 		if !category.MatchString(v) {
-			return field.Invalid(p.Child("instanceCategories").Index(i), v, "must be an instance category such as c, m or r")
+			return field.Invalid(ip, v, "must be an instance category such as c, m or r")
 		}
 		return nil
 	})...)
+	if pool.Zones != nil {
+		if len(bounds.Allowed.Zones) > 0 {
+			errs = append(errs, validateSubset(p.Child("zones"), pool.Zones, nil, bounds.Allowed.Zones, nil)...)
+		} else {
+			errs = append(errs, validateSet(p.Child("zones"), pool.Zones, func(i int, v string) *field.Error {
+				if !zoneOf(v, c.Spec.Cluster.Region) {
+					return field.Invalid(p.Child("zones").Index(i), v, fmt.Sprintf("is not a zone of the cluster's region %s", c.Spec.Cluster.Region))
+				}
+				return nil
+			})...)
+		}
+	}
 	if g := *pool.MinGeneration; g < 1 || g > 20 {
 		errs = append(errs, field.Invalid(p.Child("minGeneration"), g, "must be between 1 and 20"))
+	} else if g < *bounds.MinGeneration {
+		errs = append(errs, field.Invalid(p.Child("minGeneration"), g, fmt.Sprintf("is below the platform's minimum generation %d for cluster %q", *bounds.MinGeneration, cluster)))
 	}
-	errs = append(errs, validateQuantity(p.Child("limits", "cpu"), pool.Limits.CPU, MaxPoolCPU)...)
-	errs = append(errs, validateQuantity(p.Child("limits", "memory"), pool.Limits.Memory, MaxPoolMemory)...)
-	if d, err := time.ParseDuration(pool.ConsolidateAfter); err != nil || !duration.MatchString(pool.ConsolidateAfter) || d <= 0 {
-		errs = append(errs, field.Invalid(p.Child("consolidateAfter"), pool.ConsolidateAfter, "must be a positive duration such as 30s, 5m or 1h30m"))
+	errs = append(errs, validateLimit(p.Child("limits", "cpu"), pool.Limits.CPU, MaxPoolCPU, bounds.MaxLimits.CPU, cluster)...)
+	errs = append(errs, validateLimit(p.Child("limits", "memory"), pool.Limits.Memory, MaxPoolMemory, bounds.MaxLimits.Memory, cluster)...)
+	if d, ok := parseDuration(pool.ConsolidateAfter); !ok {
+		errs = append(errs, field.Invalid(p.Child("consolidateAfter"), pool.ConsolidateAfter, "must be a positive duration such as 15m or 1h30m"))
+	} else if minimum, _ := parseDuration(bounds.MinConsolidateAfter); d < minimum {
+		errs = append(errs, field.Invalid(p.Child("consolidateAfter"), pool.ConsolidateAfter,
+			fmt.Sprintf("is below the platform's minimum %s for cluster %q: a new node waits for its CNI before it takes pods", bounds.MinConsolidateAfter, cluster)))
 	}
+	platform := c.Input.Nodes
 	switch {
 	case pool.AMIAlias == platform.DefaultAMIAlias:
 		// The platform's own default, validated as input.nodes.defaultAmiAlias.
@@ -142,6 +173,33 @@ func validatePool(p *field.Path, pool v1alpha1.Pool, platform v1beta1.Nodes) fie
 		errs = append(errs, field.Forbidden(p.Child("amiAlias"), "al2023@latest floats to new AMIs without review; pin al2023@vYYYYMMDD (the platform has not allowed latest)"))
 	}
 	return errs
+}
+
+// validateSubset checks a tenant's set: not empty, no duplicates, each item
+// known (when known is given) and allowed by the platform. check may refuse
+// an item for a reason of its own first.
+func validateSubset(p *field.Path, items, known, allowed []string, check func(*field.Path, string) *field.Error) field.ErrorList {
+	return validateSet(p, items, func(i int, v string) *field.Error {
+		ip := p.Index(i)
+		if known != nil && !slices.Contains(known, v) {
+			return field.NotSupported(ip, v, known)
+		}
+		if check != nil {
+			if err := check(ip, v); err != nil {
+				return err
+			}
+		}
+		if !slices.Contains(allowed, v) {
+			return notAllowed(ip, v, "the platform allows "+strings.Join(allowed, ", "))
+		}
+		return nil
+	})
+}
+
+// notAllowed is an Unsupported value with the platform's reason, rather
+// than the list of every value the API knows.
+func notAllowed(p *field.Path, v, detail string) *field.Error {
+	return &field.Error{Type: field.ErrorTypeNotSupported, Field: p.String(), BadValue: v, Detail: detail}
 }
 
 // validateSet refuses an empty list and duplicates, and checks each item.
@@ -161,6 +219,19 @@ func validateSet(p *field.Path, items []string, check func(int, string) *field.E
 		}
 	}
 	return errs
+}
+
+// validateLimit checks a pool limit against the absolute bound and the
+// platform's ceiling for the cluster.
+func validateLimit(p *field.Path, v string, max resource.Quantity, ceiling, cluster string) field.ErrorList {
+	if errs := validateQuantity(p, v, max); len(errs) > 0 {
+		return errs
+	}
+	q, c := resource.MustParse(v), resource.MustParse(ceiling)
+	if q.Cmp(c) > 0 {
+		return field.ErrorList{field.Invalid(p, v, fmt.Sprintf("exceeds the platform's ceiling %s for cluster %q", ceiling, cluster))}
+	}
+	return nil
 }
 
 func validateQuantity(p *field.Path, v string, max resource.Quantity) field.ErrorList {

@@ -154,7 +154,7 @@ func TestLoadInvalidClusterHalf(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			_, errs := Load(tc.spec, inputOrNil(tc.input))
+			_, errs := Load(owner, tc.spec, inputOrNil(tc.input))
 			if diff := cmp.Diff(tc.want, ids(errs)); diff != "" {
 				t.Errorf("\n%s\nLoad(...): -want, +got:\n%s\n(errors: %v)", tc.reason, diff, errs)
 			}
@@ -171,7 +171,7 @@ func inputOrNil(fields map[string]any) *structpb.Struct {
 
 // TestPoolDefaults checks what a pool a tenant leaves empty becomes.
 func TestPoolDefaults(t *testing.T) {
-	c, errs := Load(xr(), nil)
+	c, errs := Load(owner, xr(), nil)
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
@@ -183,7 +183,7 @@ func TestPoolDefaults(t *testing.T) {
 			InstanceCategories: []string{"c", "m", "r"},
 			MinGeneration:      &gen,
 			Limits:             &v1alpha1.PoolLimits{CPU: "100", Memory: "400Gi"},
-			ConsolidateAfter:   "1m",
+			ConsolidateAfter:   "15m",
 			AMIAlias:           "al2023@v20251117",
 		},
 		Public: v1alpha1.PublicPool{
@@ -193,7 +193,7 @@ func TestPoolDefaults(t *testing.T) {
 				InstanceCategories: []string{"c", "m", "r"},
 				MinGeneration:      &gen,
 				Limits:             &v1alpha1.PoolLimits{CPU: "32", Memory: "128Gi"},
-				ConsolidateAfter:   "1m",
+				ConsolidateAfter:   "15m",
 				AMIAlias:           "al2023@v20251117",
 			},
 		},
@@ -204,7 +204,7 @@ func TestPoolDefaults(t *testing.T) {
 	if !c.PublicEnabled() {
 		t.Error("the public pool is on unless the claim turns it off")
 	}
-	c, errs = Load(xr(with("pools.public.enabled", false)), input(map[string]any{"nodes": map[string]any{"publicSecurityGroupSuffix": ""}}))
+	c, errs = Load(owner, xr(with("pools.public.enabled", false)), input(map[string]any{"nodes": map[string]any{"publicSecurityGroupSuffix": ""}}))
 	if len(errs) > 0 {
 		t.Fatalf("a claim without a public pool needs no public security group: %v", errs)
 	}

@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"google.golang.org/protobuf/types/known/structpb"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/do-now/function-karpenter/apis/input/v1beta1"
@@ -30,10 +31,35 @@ const (
 	DefaultServiceAccount     = "karpenter"
 )
 
+// Owner is who asked for Karpenter: the claim's namespace and name, or for
+// an XR without a claim, the XR's own name (and namespace, when namespaced).
+// Every instance is traced back to it.
+type Owner struct {
+	Namespace string
+	Name      string
+}
+
+// OwnerOf reads an XR's owner: the claim its spec.claimRef names, else the
+// XR itself.
+func OwnerOf(xr map[string]any) Owner {
+	str := func(m map[string]any, k string) string { v, _ := m[k].(string); return v }
+	s, _ := xr["spec"].(map[string]any)
+	if ref, ok := s["claimRef"].(map[string]any); ok && str(ref, "name") != "" {
+		return Owner{Namespace: str(ref, "namespace"), Name: str(ref, "name")}
+	}
+	meta, _ := xr["metadata"].(map[string]any)
+	return Owner{Namespace: str(meta, "namespace"), Name: str(meta, "name")}
+}
+
 // Config is everything one call composes from, validated and defaulted.
 type Config struct {
 	Spec  v1alpha1.XKarpenterSpec
 	Input v1beta1.Input
+	Owner Owner
+
+	// Pools is the platform's pool policy for the claimed cluster:
+	// input.pools with the cluster's override applied, every field set.
+	Pools v1beta1.Pools
 
 	// NodeRole is the parsed spec.nodeIdentity.roleArn.
 	NodeRole naming.RoleARN
@@ -50,22 +76,29 @@ func validClusterName(s string) bool { return len(s) <= 100 && clusterName.Match
 
 var (
 	clusterName  = regexp.MustCompile(`^[0-9A-Za-z][A-Za-z0-9_-]*$`)
-	region       = regexp.MustCompile(`^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-[0-9]+$`)
+	regionName   = regexp.MustCompile(`^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-[0-9]+$`)
 	iamName      = regexp.MustCompile(`^[A-Za-z0-9+=,.@_-]+$`)
 	iamPath      = regexp.MustCompile(`^/([A-Za-z0-9+=,.@_-]+/)*$`)
 	tagCharacter = regexp.MustCompile(`^[\p{L}\p{Z}\p{N}_.:/=+\-@]*$`)
 )
 
-// Load decodes and validates the XR's spec and the function input. in may be
-// nil: every input field has a default.
-func Load(xrSpec map[string]any, in *structpb.Struct) (*Config, field.ErrorList) {
-	c := &Config{}
+// Load decodes and validates the XR's spec and the function input for the
+// XR's owner. in may be nil: every input field has a default.
+func Load(owner Owner, xrSpec map[string]any, in *structpb.Struct) (*Config, field.ErrorList) {
+	c := &Config{Owner: owner}
 	errs := decodeSpec(xrSpec, &c.Spec)
 	errs = append(errs, decodeInput(in, &c.Input)...)
 	if len(errs) > 0 {
 		return nil, errs
 	}
+	errs = append(errs, validatePoolPolicy(c)...)
+	if len(errs) > 0 {
+		// The tenant's pools are checked against the policy: not before
+		// it is valid.
+		return nil, errs
+	}
 	defaults(c)
+	errs = append(errs, validateOwner(owner)...)
 	errs = append(errs, validateSpec(c)...)
 	errs = append(errs, validateInput(c)...)
 	errs = append(errs, validateCluster(c.Input)...)
@@ -141,6 +174,39 @@ func defaults(c *Config) {
 	defaultPools(c)
 }
 
+// validatePoolPolicy checks every layer of the platform's pool policy at its
+// own path, then resolves the claimed cluster's.
+func validatePoolPolicy(c *Config) field.ErrorList {
+	errs := validatePoolsInput(field.NewPath("input", "pools"), c.Input.Pools)
+	if t := c.Input.Tenancy; t != nil {
+		for i, cl := range t.Clusters {
+			if cl.Pools != nil {
+				errs = append(errs, validatePoolsInput(field.NewPath("input", "tenancy", "clusters").Index(i).Child("pools"), *cl.Pools)...)
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return errs
+	}
+	var path *field.Path
+	c.Pools, path = resolvePools(c.Input, c.Spec.Cluster.Name)
+	region := ""
+	if regionName.MatchString(c.Spec.Cluster.Region) {
+		region = c.Spec.Cluster.Region
+	}
+	return validatePolicy(path, c.Pools, region)
+}
+
+// validateOwner checks that the owner's names can label a node, as they
+// must for every instance to be traced back to its claim.
+func validateOwner(o Owner) field.ErrorList {
+	var errs field.ErrorList
+	for _, msg := range validation.IsValidLabelValue(o.Name) {
+		errs = append(errs, field.Invalid(field.NewPath("metadata", "name"), o.Name, "labels every node of the claim, so "+msg))
+	}
+	return errs
+}
+
 func validateSpec(c *Config) field.ErrorList {
 	var errs field.ErrorList
 	s := c.Spec
@@ -158,7 +224,7 @@ func validateSpec(c *Config) field.ErrorList {
 	switch {
 	case s.Cluster.Region == "":
 		errs = append(errs, field.Required(r, "the cluster's AWS region"))
-	case !region.MatchString(s.Cluster.Region):
+	case !regionName.MatchString(s.Cluster.Region):
 		errs = append(errs, field.Invalid(r, s.Cluster.Region, "must be an AWS region such as eu-west-3"))
 	}
 
@@ -171,7 +237,7 @@ func validateSpec(c *Config) field.ErrorList {
 		c.NodeRole = role
 		c.Account = naming.Account{Partition: role.Partition, ID: role.Account, Region: s.Cluster.Region}
 	}
-	if region.MatchString(s.Cluster.Region) && c.NodeRole.Partition != "" && regionPartition(s.Cluster.Region) != c.NodeRole.Partition {
+	if regionName.MatchString(s.Cluster.Region) && c.NodeRole.Partition != "" && regionPartition(s.Cluster.Region) != c.NodeRole.Partition {
 		errs = append(errs, field.Invalid(r, s.Cluster.Region, fmt.Sprintf("is not a region of partition %q of spec.nodeIdentity.roleArn", c.NodeRole.Partition)))
 	}
 
@@ -223,10 +289,18 @@ func validateInput(c *Config) field.ErrorList {
 	}
 	errs = append(errs, dnsSubdomain(p.Child("providerConfigName"), in.ProviderConfigName)...)
 	errs = append(errs, dnsLabel(p.Child("podIdentity", "namespace"), in.PodIdentity.Namespace)...)
+	if ns := in.PodIdentity.Namespace; slices.Contains(systemNamespaces, ns) || ns == in.Flux.Namespace {
+		errs = append(errs, field.Invalid(p.Child("podIdentity", "namespace"), ns,
+			"is a namespace the cluster or Flux owns: the function composes the controller's namespace, and deleting a claim would delete it"))
+	}
 	errs = append(errs, dnsSubdomain(p.Child("podIdentity", "serviceAccount"), in.PodIdentity.ServiceAccount)...)
 	errs = append(errs, validateTags(p.Child("tags"), in.Tags)...)
 	return errs
 }
+
+// systemNamespaces exist in every cluster before any claim, and must never
+// be managed, nor deleted with one.
+var systemNamespaces = []string{"kube-system", "kube-public", "kube-node-lease", "default"}
 
 // reservedTag tells whether Karpenter or EKS own a tag key: Karpenter's
 // EC2NodeClass refuses them, and they scope its controller policy.

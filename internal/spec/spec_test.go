@@ -23,6 +23,9 @@ const (
 	overCluster = "c234567890123456789012345678901234567890abcde" // 45 characters
 )
 
+// owner is the claim the tests' XRs belong to.
+var owner = Owner{Namespace: "team-a", Name: "karpenter"}
+
 // xr returns a valid XR spec for cluster prod-eu in eu-west-3, with the given
 // changes applied: a dotted path set to a value, or removed when it is nil.
 func xr(changes ...change) map[string]any {
@@ -383,7 +386,7 @@ func TestLoadInvalid(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			c, errs := Load(tc.spec, tc.input)
+			c, errs := Load(owner, tc.spec, tc.input)
 			if diff := cmp.Diff(tc.want, ids(errs)); diff != "" {
 				t.Errorf("\n%s\nLoad(...): -want, +got errors:\n%s\n(all: %v)", tc.reason, diff, errs)
 			}
@@ -450,7 +453,7 @@ func TestLoadValid(t *testing.T) {
 				"permissionsBoundaryArn": "arn:aws:iam::aws:policy/PowerUserAccess",
 				"providerConfigName":     "aws-prod",
 				"tags":                   map[string]any{"team": "platform", "cost-center": "é" + strings.Repeat("x", 255)},
-				"podIdentity":            map[string]any{"namespace": "kube-system", "serviceAccount": "karpenter-controller"},
+				"podIdentity":            map[string]any{"namespace": "autoscaling", "serviceAccount": "karpenter-controller"},
 			}),
 			want: want{
 				config: &Config{
@@ -460,7 +463,7 @@ func TestLoadValid(t *testing.T) {
 						PermissionsBoundaryARN: "arn:aws:iam::aws:policy/PowerUserAccess",
 						ProviderConfigName:     "aws-prod",
 						Tags:                   map[string]string{"team": "platform", "cost-center": "é" + strings.Repeat("x", 255)},
-						PodIdentity:            v1beta1.PodIdentity{Namespace: "kube-system", ServiceAccount: "karpenter-controller"},
+						PodIdentity:            v1beta1.PodIdentity{Namespace: "autoscaling", ServiceAccount: "karpenter-controller"},
 					},
 					NodeRole: prodEURole,
 					Account:  prodEUAccount,
@@ -552,16 +555,17 @@ func TestLoadValid(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			c, errs := Load(tc.spec, tc.input)
+			c, errs := Load(owner, tc.spec, tc.input)
 			if len(errs) > 0 {
 				t.Fatalf("\n%s\nLoad(...): unexpected errors: %v", tc.reason, errs)
 			}
 			// The cluster half of the input and the pools have their own tests
-			// (TestClusterDefaults in cluster_test.go, TestPoolDefaults).
+			// (TestClusterDefaults in cluster_test.go, TestPoolDefaults and
+			// TestPoolPolicy), the owner is the tests' own.
 			ignore := cmp.Options{
-				cmpopts.IgnoreFields(Config{}, "Names"),
+				cmpopts.IgnoreFields(Config{}, "Names", "Owner", "Pools"),
 				cmpopts.IgnoreFields(v1alpha1.XKarpenterSpec{}, "Pools"),
-				cmpopts.IgnoreFields(v1beta1.Input{}, "Flux", "Controller", "AccessCheck", "Nodes"),
+				cmpopts.IgnoreFields(v1beta1.Input{}, "Flux", "Controller", "AccessCheck", "Nodes", "Pools"),
 			}
 			if diff := cmp.Diff(tc.want.config, c, ignore); diff != "" {
 				t.Errorf("\n%s\nLoad(...): -want, +got:\n%s", tc.reason, diff)

@@ -65,10 +65,9 @@ func (e edits) apply(t *testing.T, m map[string]any) {
 // Composition's function input, each with its edits applied.
 func load(t *testing.T, specEdits, inputEdits edits) *spec.Config {
 	t.Helper()
-	var xr struct {
-		Spec map[string]any `json:"spec"`
-	}
+	var xr map[string]any
 	readYAML(t, filepath.Join(repoRoot, "examples", "xr.yaml"), &xr)
+	xrSpec, _ := xr["spec"].(map[string]any)
 	var comp struct {
 		Spec struct {
 			Pipeline []struct {
@@ -81,13 +80,13 @@ func load(t *testing.T, specEdits, inputEdits edits) *spec.Config {
 		t.Fatalf("apis/composition.yaml: want one pipeline step, got %d", len(comp.Spec.Pipeline))
 	}
 	input := comp.Spec.Pipeline[0].Input
-	specEdits.apply(t, xr.Spec)
+	specEdits.apply(t, xrSpec)
 	inputEdits.apply(t, input)
 	in, err := structpb.NewStruct(input)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, errs := spec.Load(xr.Spec, in)
+	c, errs := spec.Load(spec.OwnerOf(xr), xrSpec, in)
 	if len(errs) > 0 {
 		t.Fatalf("spec.Load refused the claim: %v", errs.ToAggregate())
 	}

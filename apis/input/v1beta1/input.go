@@ -84,6 +84,11 @@ type Input struct {
 	// +optional
 	Nodes Nodes `json:"nodes,omitempty"`
 
+	// Pools are the platform's bounds and defaults of every node pool of
+	// every cluster; tenancy.clusters[].pools overrides them field by field.
+	// +optional
+	Pools Pools `json:"pools,omitempty"`
+
 	// Tenancy declares which tenant namespaces may claim which clusters.
 	// Without it every claim is refused.
 	// +optional
@@ -123,6 +128,10 @@ type TenantCluster struct {
 	// cluster name in Kubernetes form.
 	// +optional
 	KubeConfigSecret string `json:"kubeConfigSecret,omitempty"`
+	// Pools override the platform-wide input.pools for this cluster, field
+	// by field: a field set here wins, an unset one inherits.
+	// +optional
+	Pools *Pools `json:"pools,omitempty"`
 }
 
 // SourceRef names the Flux source of the GitOps base.
@@ -174,6 +183,12 @@ type Controller struct {
 	// Tolerations of the system nodes' taints.
 	// +optional
 	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+	// Resources of each controller replica. Defaults to requests and limits
+	// of 1 CPU and 1Gi, as Karpenter's getting-started guide sets them: a
+	// controller without requests is the first pod evicted from a loaded
+	// system node.
+	// +optional
+	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
 }
 
 // AccessCheck configures the access-check Job.
@@ -195,13 +210,19 @@ type AccessCheck struct {
 
 // Nodes are the platform's node pool settings.
 type Nodes struct {
-	// PrivateSubnetTags select the private subnets; the cluster's discovery
-	// tag karpenter.sh/discovery=<cluster> is always added.
+	// PrivateSubnetTags select the private subnets, by tags they already
+	// have.
 	// +optional
 	PrivateSubnetTags map[string]string `json:"privateSubnetTags,omitempty"`
 	// PublicSubnetTags select the public subnets, likewise.
 	// +optional
 	PublicSubnetTags map[string]string `json:"publicSubnetTags,omitempty"`
+	// SubnetClusterTag, when set, is added to both subnet selectors to scope
+	// them to the claimed cluster, for accounts where several clusters' VPCs
+	// share a region. Unset, subnets are selected by the tags above alone:
+	// no tag is forced on the subnets.
+	// +optional
+	SubnetClusterTag *SubnetClusterTag `json:"subnetClusterTag,omitempty"`
 	// PublicSecurityGroupSuffix names the public nodes' own security group:
 	// <cluster><suffix>. Set it to "" on a platform without public nodes:
 	// claims that enable their public pool are then refused.
@@ -217,4 +238,129 @@ type Nodes struct {
 	// RootVolumeSize of every node, a Kubernetes quantity.
 	// +optional
 	RootVolumeSize string `json:"rootVolumeSize,omitempty"`
+}
+
+// ClusterPlaceholder in SubnetClusterTag's key or value stands for the
+// claimed cluster's name.
+const ClusterPlaceholder = "{cluster}"
+
+// SubnetClusterTag is a tag every subnet of a cluster already carries, such
+// as kubernetes.io/cluster/{cluster} (value "*": any) or
+// karpenter.sh/discovery={cluster}.
+type SubnetClusterTag struct {
+	// Key of the tag; {cluster} is replaced by the cluster's name.
+	Key string `json:"key"`
+	// Value of the tag; {cluster} is replaced by the cluster's name, "*"
+	// matches any value.
+	// +kubebuilder:default="*"
+	// +optional
+	Value string `json:"value,omitempty"`
+}
+
+// Pools are the platform's bounds and defaults of node pools. Every field is
+// optional, so the same shape serves as the platform-wide setting and as a
+// cluster's override; the function's own defaults are given per field.
+type Pools struct {
+	// Allowed are the sets a tenant's pools may narrow, never widen. A pool
+	// that sets none of a set gets all of it.
+	// +optional
+	Allowed AllowedPools `json:"allowed,omitempty"`
+	// MinGeneration is the oldest instance generation any pool may use,
+	// and the default of pools that set none. Default 6.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=20
+	// +optional
+	MinGeneration *int32 `json:"minGeneration,omitempty"`
+	// MinMemory is the memory every node has at least, a quantity in whole
+	// MiB: the per-node DaemonSets take ~3.2GiB and smaller instances
+	// flapped NotReady. Default 8Gi.
+	// +optional
+	MinMemory string `json:"minMemory,omitempty"`
+	// MaxLimits is the ceiling of each pool's limits. Default cpu 200,
+	// memory 800Gi.
+	// +optional
+	MaxLimits MaxLimits `json:"maxLimits,omitempty"`
+	// MinConsolidateAfter is the shortest consolidation delay a pool may
+	// ask for: a fresh node waits for the CNI's startup taint to go, and a
+	// shorter delay judged it empty and deleted it in a loop. Default 15m.
+	// +optional
+	MinConsolidateAfter string `json:"minConsolidateAfter,omitempty"`
+	// Defaults of what pools do not set.
+	// +optional
+	Defaults PoolDefaults `json:"defaults,omitempty"`
+	// CapacityReservationSelectorTerms select the capacity reservations
+	// every EC2NodeClass may use. Only when they are set may pools use
+	// the reserved capacity type.
+	// +kubebuilder:validation:MaxItems=30
+	// +optional
+	CapacityReservationSelectorTerms []CapacityReservationSelectorTerm `json:"capacityReservationSelectorTerms,omitempty"`
+	// KubeletMaxPods sets the kubelet's maxPods on every node; 0 keeps
+	// Karpenter's ENI-based default. Under an overlay CNI pods use no ENI
+	// addresses, and e.g. 110 is right.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000
+	// +optional
+	KubeletMaxPods *int32 `json:"kubeletMaxPods,omitempty"`
+}
+
+// AllowedPools are the sets pools choose from. An unset list inherits; in a
+// cluster's override, an explicitly empty zones list means any zone.
+type AllowedPools struct {
+	// InstanceCategories are EC2 instance families by letter. Default c, m, r.
+	// +listType=set
+	// +optional
+	InstanceCategories []string `json:"instanceCategories,omitempty"`
+	// CapacityTypes Karpenter may buy. Default spot and on-demand, plus
+	// reserved when capacityReservationSelectorTerms are set.
+	// +listType=set
+	// +optional
+	CapacityTypes []string `json:"capacityTypes,omitempty"`
+	// Architectures of the instances. Default arm64 and amd64.
+	// +listType=set
+	// +optional
+	Architectures []string `json:"architectures,omitempty"`
+	// Zones confine every pool to these availability zones (names such as
+	// eu-west-3a). Empty: any zone of the cluster's region.
+	// +listType=set
+	// +optional
+	Zones []string `json:"zones,omitempty"`
+}
+
+// MaxLimits are the ceilings of a pool's limits, Kubernetes quantities.
+type MaxLimits struct {
+	// +optional
+	CPU string `json:"cpu,omitempty"`
+	// +optional
+	Memory string `json:"memory,omitempty"`
+}
+
+// PoolDefaults are what every pool gets where it sets nothing.
+type PoolDefaults struct {
+	// ConsolidateAfter of pools that set none. Default 15m.
+	// +optional
+	ConsolidateAfter string `json:"consolidateAfter,omitempty"`
+	// ExpireAfter of every node, a duration or Never. Default 720h.
+	// +optional
+	ExpireAfter string `json:"expireAfter,omitempty"`
+	// TerminationGracePeriod of every node: once it has passed, Karpenter
+	// terminates a draining node even if a PodDisruptionBudget or
+	// karpenter.sh/do-not-disrupt blocks it. It bounds how long an
+	// uninstall waits for the nodes. Default 1h, at most 24h.
+	// +optional
+	TerminationGracePeriod string `json:"terminationGracePeriod,omitempty"`
+	// DisruptionBudget is how many of a pool's nodes may be disrupted at
+	// once, a count or a percentage. Default 20%.
+	// +optional
+	DisruptionBudget string `json:"disruptionBudget,omitempty"`
+}
+
+// CapacityReservationSelectorTerm selects EC2 capacity reservations, as
+// Karpenter's EC2NodeClass takes it: by id, or by tags (and owner).
+type CapacityReservationSelectorTerm struct {
+	// +optional
+	ID string `json:"id,omitempty"`
+	// +optional
+	OwnerID string `json:"ownerID,omitempty"`
+	// +optional
+	Tags map[string]string `json:"tags,omitempty"`
 }

@@ -1,0 +1,77 @@
+package awsres
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	eks "github.com/upbound/provider-aws/v2/apis/cluster/eks/v1beta1"
+	iam "github.com/upbound/provider-aws/v2/apis/cluster/iam/v1beta1"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/do-now/function-karpenter/internal/spec"
+)
+
+// TestTrustBindsWhatTheAssociationBinds holds the role's trust conditions
+// against the association step two composes: the same cluster, namespace
+// and service account, and the account the association lives in (the node
+// role's), for the defaults and for a platform that moves the controller.
+func TestTrustBindsWhatTheAssociationBinds(t *testing.T) {
+	cases := map[string]struct {
+		reason  string
+		input   map[string]any
+		account string
+	}{
+		"Defaults": {
+			reason:  "The controller's default namespace and service account, karpenter/karpenter.",
+			account: "111122223333",
+		},
+		"PlatformIdentity": {
+			reason:  "A platform that runs the controller elsewhere scopes the trust there too.",
+			input:   map[string]any{"podIdentity": map[string]any{"namespace": "autoscaling", "serviceAccount": "karpenter-controller"}},
+			account: "444455556666",
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			in, err := structpb.NewStruct(tc.input)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, errs := spec.Load(spec.Owner{Namespace: "team-a", Name: "karpenter"}, map[string]any{
+				"cluster":      map[string]any{"name": "prod-eu", "region": "eu-west-3"},
+				"nodeIdentity": map[string]any{"roleArn": "arn:aws:iam::" + tc.account + ":role/nodes", "instanceProfile": "nodes"},
+			}, in)
+			if len(errs) > 0 {
+				t.Fatal(errs)
+			}
+			step1, err := Identity(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			role := step1[ControllerRole].(*iam.Role)
+			assoc := Wiring(c, Observed{})[PodIdentityAssociation].(*eks.PodIdentityAssociation).Spec.ForProvider
+
+			var trust struct {
+				Statement []struct {
+					Condition map[string]map[string][]string
+				}
+			}
+			if err := json.Unmarshal([]byte(*role.Spec.ForProvider.AssumeRolePolicy), &trust); err != nil {
+				t.Fatalf("the trust policy is not JSON: %v", err)
+			}
+			if len(trust.Statement) != 1 {
+				t.Fatalf("want one trust statement, got %d", len(trust.Statement))
+			}
+			want := map[string]map[string][]string{"StringEquals": {
+				"aws:SourceAccount":                         {tc.account},
+				"aws:RequestTag/eks-cluster-name":           {*assoc.ClusterName},
+				"aws:RequestTag/kubernetes-namespace":       {*assoc.Namespace},
+				"aws:RequestTag/kubernetes-service-account": {*assoc.ServiceAccount},
+			}}
+			if diff := cmp.Diff(want, trust.Statement[0].Condition); diff != "" {
+				t.Errorf("\n%s\ntrust conditions vs the association: -want, +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}
