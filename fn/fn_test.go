@@ -403,6 +403,21 @@ func TestBadInputComposesNothing(t *testing.T) {
 			req:    aRequest(t).withInput("iamPathPrefix", "socle"),
 			want:   "input.iamPathPrefix",
 		},
+		"LimitOverThePlatformsCeiling": {
+			reason: "A pool bigger than the platform allows for the cluster is refused, naming the ceiling.",
+			req:    aRequest(t).withSpec("pools.public.limits", map[string]any{"cpu": "500", "memory": "100Gi"}),
+			want:   `spec.pools.public.limits.cpu: Invalid value: "500": exceeds the platform's ceiling 200 for cluster "prod-eu"`,
+		},
+		"CategoryThePlatformDoesNotAllow": {
+			reason: "A tenant may narrow the instance categories, never widen them.",
+			req:    aRequest(t).withSpec("pools.private.instanceCategories", []any{"p"}),
+			want:   `spec.pools.private.instanceCategories[0]: Unsupported value: "p": the platform allows c, m, r`,
+		},
+		"ControllerInKubeSystem": {
+			reason: "The controller's namespace is composed and deleted with the claim: never one the cluster owns.",
+			req:    aRequest(t).withInput("podIdentity.namespace", "kube-system"),
+			want:   `input.podIdentity.namespace: Invalid value: "kube-system"`,
+		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

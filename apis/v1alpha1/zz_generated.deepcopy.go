@@ -56,6 +56,11 @@ func (in *Pool) DeepCopyInto(out *Pool) {
 		*out = make([]string, len(*in))
 		copy(*out, *in)
 	}
+	if in.Zones != nil {
+		in, out := &in.Zones, &out.Zones
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	if in.MinGeneration != nil {
 		in, out := &in.MinGeneration, &out.MinGeneration
 		*out = new(int32)

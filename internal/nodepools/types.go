@@ -82,9 +82,9 @@ type ec2NodeClassSpec struct {
 	AssociatePublicIPAddress   bool                        `json:"associatePublicIPAddress"`
 	UserData                   *string                     `json:"userData,omitempty"`
 	Tags                       map[string]string           `json:"tags,omitempty"`
-	// CapacityReservationSelectorTerms is always written, empty included,
-	// so the patch replaces what the base holds.
-	CapacityReservationSelectorTerms []capacityReservationSelectorTerm `json:"capacityReservationSelectorTerms"`
+	// CapacityReservationSelectorTerms is left out when empty: Karpenter's
+	// CEL rules refuse an empty list (and the base holds none).
+	CapacityReservationSelectorTerms []capacityReservationSelectorTerm `json:"capacityReservationSelectorTerms,omitempty"`
 	Kubelet                          *kubelet                          `json:"kubelet,omitempty"`
 }
 

@@ -16,6 +16,7 @@ import (
 	"helm.sh/helm/v3/pkg/engine"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -39,6 +40,12 @@ func TestControllerValuesReachTheDeployment(t *testing.T) {
 		namespace, sa   string
 		nodeSelector    map[string]string
 		tolerations     []corev1.Toleration
+		resources       corev1.ResourceRequirements
+	}
+	// Karpenter's getting-started guide: 1 CPU and 1Gi, requests and limits.
+	gettingStarted := corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{"cpu": resource.MustParse("1"), "memory": resource.MustParse("1Gi")},
+		Limits:   corev1.ResourceList{"cpu": resource.MustParse("1"), "memory": resource.MustParse("1Gi")},
 	}
 	cases := map[string]struct {
 		reason string
@@ -53,17 +60,22 @@ func TestControllerValuesReachTheDeployment(t *testing.T) {
 				namespace: "karpenter", sa: "karpenter",
 				nodeSelector: map[string]string{"socle.do-now.io/node-group": "system"},
 				tolerations:  []corev1.Toleration{{Key: "CriticalAddonsOnly", Operator: corev1.TolerationOpExists}},
+				resources:    gettingStarted,
 			},
 		},
 		"PlatformPlacement": {
-			reason: "Another cluster, namespace, service account and system nodes: the platform's settings replace the chart's own, and the chart's default toleration is gone.",
+			reason: "Another cluster, namespace, service account, system nodes and resources: the platform's settings replace the chart's own, and the chart's default toleration is gone.",
 			spec: edits{
 				"cluster.name":   "staging_us",
 				"cluster.region": "us-east-1",
 			},
 			input: edits{
-				"podIdentity": map[string]string{"namespace": "kube-system", "serviceAccount": "karpenter-controller"},
+				"podIdentity": map[string]string{"namespace": "autoscaling", "serviceAccount": "karpenter-controller"},
 				"controller": map[string]any{
+					"resources": map[string]any{
+						"requests": map[string]string{"cpu": "500m", "memory": "768Mi"},
+						"limits":   map[string]string{"memory": "2Gi"},
+					},
 					"nodeSelector": map[string]string{"node.example.com/role": "system", "node.example.com/fixed": "true"},
 					"tolerations": []map[string]string{
 						{"key": "node.example.com/role", "operator": "Equal", "value": "system", "effect": "NoSchedule"},
@@ -72,10 +84,14 @@ func TestControllerValuesReachTheDeployment(t *testing.T) {
 			},
 			want: want{
 				cluster: "staging_us", region: "us-east-1",
-				namespace: "kube-system", sa: "karpenter-controller",
+				namespace: "autoscaling", sa: "karpenter-controller",
 				nodeSelector: map[string]string{"node.example.com/role": "system", "node.example.com/fixed": "true"},
 				tolerations: []corev1.Toleration{
 					{Key: "node.example.com/role", Operator: corev1.TolerationOpEqual, Value: "system", Effect: corev1.TaintEffectNoSchedule},
+				},
+				resources: corev1.ResourceRequirements{
+					Requests: corev1.ResourceList{"cpu": resource.MustParse("500m"), "memory": resource.MustParse("768Mi")},
+					Limits:   corev1.ResourceList{"memory": resource.MustParse("2Gi")},
 				},
 			},
 		},
@@ -148,6 +164,11 @@ func TestControllerValuesReachTheDeployment(t *testing.T) {
 
 			if len(pod.Containers) != 1 {
 				t.Fatalf("\n%s\nthe controller pod has %d containers, want 1", tc.reason, len(pod.Containers))
+			}
+			// Quantities compared by value: the chart renders 1Gi back as 1Gi,
+			// but a parsed quantity keeps no canonical string.
+			if diff := cmp.Diff(tc.want.resources, pod.Containers[0].Resources, cmp.Comparer(func(a, b resource.Quantity) bool { return a.Cmp(b) == 0 })); diff != "" {
+				t.Errorf("\n%s\ncontroller resources: -want, +got:\n%s", tc.reason, diff)
 			}
 			env := map[string][]string{}
 			for _, e := range pod.Containers[0].Env {

@@ -34,11 +34,12 @@ type nodeClaimTemplate struct {
 }
 
 type nodeClaimSpec struct {
-	NodeClassRef  nodeClassRef  `json:"nodeClassRef"`
-	Requirements  []requirement `json:"requirements"`
-	Taints        []taint       `json:"taints"`
-	StartupTaints []taint       `json:"startupTaints"`
-	ExpireAfter   string        `json:"expireAfter"`
+	NodeClassRef           nodeClassRef  `json:"nodeClassRef"`
+	Requirements           []requirement `json:"requirements"`
+	Taints                 []taint       `json:"taints"`
+	StartupTaints          []taint       `json:"startupTaints"`
+	ExpireAfter            string        `json:"expireAfter"`
+	TerminationGracePeriod string        `json:"terminationGracePeriod"`
 }
 
 type nodeClassRef struct {
@@ -60,8 +61,13 @@ type taint struct {
 }
 
 type disruption struct {
-	ConsolidationPolicy string `json:"consolidationPolicy"`
-	ConsolidateAfter    string `json:"consolidateAfter"`
+	ConsolidationPolicy string   `json:"consolidationPolicy"`
+	ConsolidateAfter    string   `json:"consolidateAfter"`
+	Budgets             []budget `json:"budgets"`
+}
+
+type budget struct {
+	Nodes string `json:"nodes"`
 }
 
 type ec2NodeClass struct {
@@ -81,6 +87,19 @@ type ec2NodeClassSpec struct {
 	BlockDeviceMappings        []blockDeviceMapping `json:"blockDeviceMappings"`
 	UserData                   *string              `json:"userData,omitempty"`
 	Tags                       map[string]string    `json:"tags,omitempty"`
+
+	CapacityReservationSelectorTerms []reservationTerm `json:"capacityReservationSelectorTerms,omitempty"`
+	Kubelet                          *kubelet          `json:"kubelet,omitempty"`
+}
+
+type reservationTerm struct {
+	ID      string            `json:"id,omitempty"`
+	OwnerID string            `json:"ownerID,omitempty"`
+	Tags    map[string]string `json:"tags,omitempty"`
+}
+
+type kubelet struct {
+	MaxPods int32 `json:"maxPods"`
 }
 
 type amiSelectorTerm struct {

@@ -51,6 +51,8 @@ type pool struct {
 	architectures    []string
 	categories       []string
 	generationGt     string
+	memoryGt         string
+	zones            []string
 	cpu, memory      string
 	consolidateAfter string
 	amiAlias         string
@@ -65,8 +67,15 @@ type nodes struct {
 	publicSubnetTags    map[string]string
 	publicSecurityGroup string
 	rootVolumeSize      string
+	// subnetClusterTag is the platform's tag scoping subnets to the
+	// cluster, added to both selectors; none by default.
+	subnetClusterTag map[string]string
 	// tags are the platform's tags, which every EC2NodeClass carries.
 	tags map[string]string
+	// The platform's pool policy every pool follows.
+	expireAfter, terminationGracePeriod, budget string
+	reservations                                []reservationTerm
+	kubelet                                     *kubelet
 }
 
 // defaultNodes is what the example claim and input become: Spot and
@@ -77,9 +86,10 @@ func defaultNodes() nodes {
 		architectures:    []string{"arm64", "amd64"},
 		categories:       []string{"c", "m", "r"},
 		generationGt:     "5",
+		memoryGt:         "8191",
 		cpu:              "100",
 		memory:           "400Gi",
-		consolidateAfter: "1m",
+		consolidateAfter: "15m",
 		amiAlias:         "al2023@v20251117",
 	}
 	public := p
@@ -92,6 +102,21 @@ func defaultNodes() nodes {
 		publicSecurityGroup: exampleCluster + "-public-nodes",
 		rootVolumeSize:      "50Gi",
 		tags:                map[string]string{"managed-by": "crossplane", "platform": "socle"},
+		// PRODUCT.md §5: 720h expiry, a 20% budget.
+		expireAfter:            "720h",
+		terminationGracePeriod: "1h",
+		budget:                 "20%",
+	}
+}
+
+// trace is what every node of a pool and its instance carry: the example
+// claim team-a/karpenter, the cluster and the pool.
+func trace(pool string) map[string]string {
+	return map[string]string{
+		"socle.do-now.io/tenant":    "team-a",
+		"socle.do-now.io/claim":     "karpenter",
+		"socle.do-now.io/cluster":   exampleCluster,
+		"socle.do-now.io/node-pool": pool,
 	}
 }
 
@@ -101,22 +126,32 @@ func (n nodes) nodePool(name string, p pool) nodePool {
 		taints = []taint{{Key: "socle.do-now.io/node-pool", Value: "public", Effect: "NoSchedule"}}
 	}
 	np := nodePool{APIVersion: "karpenter.sh/v1", Kind: "NodePool", Metadata: objectMeta{Name: name}}
-	np.Spec.Template.Metadata.Labels = map[string]string{"socle.do-now.io/node-pool": name}
+	np.Spec.Template.Metadata.Labels = trace(name)
+	reqs := []requirement{
+		{Key: "karpenter.sh/capacity-type", Operator: "In", Values: p.capacityTypes},
+		{Key: "kubernetes.io/arch", Operator: "In", Values: p.architectures},
+		{Key: "kubernetes.io/os", Operator: "In", Values: []string{"linux"}},
+		{Key: "karpenter.k8s.aws/instance-category", Operator: "In", Values: p.categories},
+		{Key: "karpenter.k8s.aws/instance-generation", Operator: "Gt", Values: []string{p.generationGt}},
+		{Key: "karpenter.k8s.aws/instance-memory", Operator: "Gt", Values: []string{p.memoryGt}},
+	}
+	if p.zones != nil {
+		reqs = append(reqs, requirement{Key: "topology.kubernetes.io/zone", Operator: "In", Values: p.zones})
+	}
 	np.Spec.Template.Spec = nodeClaimSpec{
-		NodeClassRef: nodeClassRef{Group: "karpenter.k8s.aws", Kind: "EC2NodeClass", Name: name},
-		Requirements: []requirement{
-			{Key: "karpenter.sh/capacity-type", Operator: "In", Values: p.capacityTypes},
-			{Key: "kubernetes.io/arch", Operator: "In", Values: p.architectures},
-			{Key: "kubernetes.io/os", Operator: "In", Values: []string{"linux"}},
-			{Key: "karpenter.k8s.aws/instance-category", Operator: "In", Values: p.categories},
-			{Key: "karpenter.k8s.aws/instance-generation", Operator: "Gt", Values: []string{p.generationGt}},
-		},
-		Taints:        taints,
-		StartupTaints: []taint{{Key: "node.cilium.io/agent-not-ready", Value: "true", Effect: "NoExecute"}},
-		ExpireAfter:   "720h",
+		NodeClassRef:           nodeClassRef{Group: "karpenter.k8s.aws", Kind: "EC2NodeClass", Name: name},
+		Requirements:           reqs,
+		Taints:                 taints,
+		StartupTaints:          []taint{{Key: "node.cilium.io/agent-not-ready", Value: "true", Effect: "NoExecute"}},
+		ExpireAfter:            n.expireAfter,
+		TerminationGracePeriod: n.terminationGracePeriod,
 	}
 	np.Spec.Limits = map[string]string{"cpu": p.cpu, "memory": p.memory}
-	np.Spec.Disruption = disruption{ConsolidationPolicy: "WhenEmptyOrUnderutilized", ConsolidateAfter: p.consolidateAfter}
+	np.Spec.Disruption = disruption{
+		ConsolidationPolicy: "WhenEmptyOrUnderutilized",
+		ConsolidateAfter:    p.consolidateAfter,
+		Budgets:             []budget{{Nodes: n.budget}},
+	}
 	return np
 }
 
@@ -129,10 +164,9 @@ func (n nodes) nodeClass(name string, p pool) ec2NodeClass {
 		groups = []selectorTerm{{Name: n.publicSecurityGroup}}
 		public = true
 	}
-	subnets["karpenter.sh/discovery"] = exampleCluster
+	maps.Copy(subnets, n.subnetClusterTag)
 	tags := maps.Clone(n.tags)
-	tags["socle.do-now.io/cluster"] = exampleCluster
-	tags["socle.do-now.io/node-pool"] = name
+	maps.Copy(tags, trace(name))
 
 	nc := ec2NodeClass{APIVersion: "karpenter.k8s.aws/v1", Kind: "EC2NodeClass", Metadata: objectMeta{Name: name}}
 	nc.Spec = ec2NodeClassSpec{
@@ -147,8 +181,10 @@ func (n nodes) nodeClass(name string, p pool) ec2NodeClass {
 			HTTPPutResponseHopLimit: 1,
 			HTTPTokens:              "required",
 		},
-		BlockDeviceMappings: []blockDeviceMapping{{DeviceName: "/dev/xvda"}},
-		Tags:                tags,
+		BlockDeviceMappings:              []blockDeviceMapping{{DeviceName: "/dev/xvda"}},
+		Tags:                             tags,
+		CapacityReservationSelectorTerms: n.reservations,
+		Kubelet:                          n.kubelet,
 	}
 	ebs := &nc.Spec.BlockDeviceMappings[0].EBS
 	ebs.VolumeSize, ebs.VolumeType, ebs.Encrypted, ebs.DeleteOnTermination = n.rootVolumeSize, "gp3", true, true
@@ -157,6 +193,11 @@ func (n nodes) nodeClass(name string, p pool) ec2NodeClass {
 
 func TestNodesKustomizationBuildsValidPools(t *testing.T) {
 	schemas := karpenterSchemas(t)
+	// A platform that selects capacity reservations, by tags and by id.
+	reservations := edits{"pools.capacityReservationSelectorTerms": []map[string]any{
+		{"tags": map[string]string{"team": "a"}, "ownerID": "111122223333"},
+		{"id": "cr-0123456789abcdef0"},
+	}}
 
 	cases := map[string]struct {
 		reason string
@@ -168,9 +209,14 @@ func TestNodesKustomizationBuildsValidPools(t *testing.T) {
 			reason: "The example claim sets no pool: both pools take the defaults PRODUCT.md names.",
 		},
 		"ReservedCapacity": {
-			reason: "A pool may use capacity reservations first; Karpenter 1.15 accepts the reserved capacity type.",
+			reason: "Where the platform selects capacity reservations, a pool may use them, and every EC2NodeClass carries the terms.",
 			spec:   edits{"pools.private.capacityTypes": []string{"reserved", "on-demand"}},
-			want:   func(n *nodes) { n.private.capacityTypes = []string{"reserved", "on-demand"} },
+			input:  reservations,
+			want: func(n *nodes) {
+				n.private.capacityTypes = []string{"reserved", "on-demand"}
+				n.public.capacityTypes = []string{"spot", "on-demand", "reserved"}
+				n.reservations = []reservationTerm{{Tags: map[string]string{"team": "a"}, OwnerID: "111122223333"}, {ID: "cr-0123456789abcdef0"}}
+			},
 		},
 		"OnDemandOnly": {
 			reason: "A pool may refuse Spot altogether.",
@@ -178,9 +224,14 @@ func TestNodesKustomizationBuildsValidPools(t *testing.T) {
 			want:   func(n *nodes) { n.public.capacityTypes = []string{"on-demand"} },
 		},
 		"AllCapacityTypes": {
-			reason: "All three capacity types together, in the claim's order.",
+			reason: "All three capacity types together, as the allowed set the claim wrote.",
 			spec:   edits{"pools.private.capacityTypes": []string{"spot", "reserved", "on-demand"}},
-			want:   func(n *nodes) { n.private.capacityTypes = []string{"spot", "reserved", "on-demand"} },
+			input:  reservations,
+			want: func(n *nodes) {
+				n.private.capacityTypes = []string{"spot", "reserved", "on-demand"}
+				n.public.capacityTypes = []string{"spot", "on-demand", "reserved"}
+				n.reservations = []reservationTerm{{Tags: map[string]string{"team": "a"}, OwnerID: "111122223333"}, {ID: "cr-0123456789abcdef0"}}
+			},
 		},
 		"Amd64Only": {
 			reason: "A pool for workloads without arm64 images runs x86 only.",
@@ -198,6 +249,7 @@ func TestNodesKustomizationBuildsValidPools(t *testing.T) {
 				"pools.private.instanceCategories": []string{"m"},
 				"pools.public.instanceCategories":  []string{"c", "m", "r", "t"},
 			},
+			input: edits{"pools.allowed.instanceCategories": []string{"c", "m", "r", "t"}},
 			want: func(n *nodes) {
 				n.private.categories = []string{"m"}
 				n.public.categories = []string{"c", "m", "r", "t"}
@@ -212,9 +264,13 @@ func TestNodesKustomizationBuildsValidPools(t *testing.T) {
 			},
 		},
 		"MinGenerationOne": {
-			reason: "The lowest generation allowed gives Gt 0, which Karpenter's rule (a single integer >= 0) accepts.",
+			reason: "The lowest generation a platform may allow gives Gt 0, which Karpenter's rule (a single integer >= 0) accepts.",
 			spec:   edits{"pools.private.minGeneration": 1},
-			want:   func(n *nodes) { n.private.generationGt = "0" },
+			input:  edits{"pools.minGeneration": 1},
+			want: func(n *nodes) {
+				n.private.generationGt = "0"
+				n.public.generationGt = "0"
+			},
 		},
 		"Limits": {
 			reason: "CPU and memory limits are passed as the quantities the claim wrote.",
@@ -222,14 +278,16 @@ func TestNodesKustomizationBuildsValidPools(t *testing.T) {
 				"pools.private.limits": map[string]string{"cpu": "2500m", "memory": "1.5Ti"},
 				"pools.public.limits":  map[string]string{"cpu": "8", "memory": "32768Mi"},
 			},
+			input: edits{"pools.maxLimits.memory": "2Ti"},
 			want: func(n *nodes) {
 				n.private.cpu, n.private.memory = "2500m", "1.5Ti"
 				n.public.cpu, n.public.memory = "8", "32768Mi"
 			},
 		},
 		"LimitsAtTheBounds": {
-			reason: "The largest limits the function accepts still pass Karpenter's schema.",
+			reason: "The largest limits a platform may allow still pass Karpenter's schema.",
 			spec:   edits{"pools.private.limits": map[string]string{"cpu": "10000", "memory": "40Ti"}},
+			input:  edits{"pools.maxLimits": map[string]string{"cpu": "10000", "memory": "40Ti"}},
 			want:   func(n *nodes) { n.private.cpu, n.private.memory = "10000", "40Ti" },
 		},
 		"ConsolidateAfter": {
@@ -238,6 +296,7 @@ func TestNodesKustomizationBuildsValidPools(t *testing.T) {
 				"pools.private.consolidateAfter": "1h30m",
 				"pools.public.consolidateAfter":  "30s",
 			},
+			input: edits{"pools.minConsolidateAfter": "30s"},
 			want: func(n *nodes) {
 				n.private.consolidateAfter = "1h30m"
 				n.public.consolidateAfter = "30s"
@@ -267,6 +326,46 @@ func TestNodesKustomizationBuildsValidPools(t *testing.T) {
 			spec:   edits{"pools.private.amiAlias": "al2023@latest"},
 			input:  edits{"nodes.allowLatestAmi": true},
 			want:   func(n *nodes) { n.private.amiAlias = "al2023@latest" },
+		},
+		"BoundedClaim": {
+			reason: "A platform that confines pools to zones, raises the memory floor and the pod density, and sets its own grace period, budget and expiry: every pool carries them, and a claim's zones narrow the platform's.",
+			spec:   edits{"pools.private.zones": []string{"eu-west-3b"}},
+			input: edits{
+				"pools.allowed.zones":  []string{"eu-west-3a", "eu-west-3b"},
+				"pools.minMemory":      "16Gi",
+				"pools.kubeletMaxPods": 110,
+				"pools.defaults": map[string]string{
+					"expireAfter": "Never", "terminationGracePeriod": "2h30m", "disruptionBudget": "1",
+				},
+			},
+			want: func(n *nodes) {
+				n.private.zones = []string{"eu-west-3b"}
+				n.public.zones = []string{"eu-west-3a", "eu-west-3b"}
+				n.private.memoryGt, n.public.memoryGt = "16383", "16383"
+				n.kubelet = &kubelet{MaxPods: 110}
+				n.expireAfter, n.terminationGracePeriod, n.budget = "Never", "2h30m", "1"
+			},
+		},
+		"ClusterOverride": {
+			reason: "The claimed cluster's override wins field by field over the platform-wide policy.",
+			input: edits{
+				"pools.defaults.disruptionBudget": "50%",
+				"pools.minMemory":                 "4Gi",
+				"tenancy.clusters": []map[string]any{{
+					"name": exampleCluster, "account": "111122223333", "namespaces": []string{"team-a"},
+					"pools": map[string]any{"minMemory": "32Gi", "allowed": map[string]any{"zones": []string{"eu-west-3c"}}},
+				}},
+			},
+			want: func(n *nodes) {
+				n.budget = "50%"
+				n.private.memoryGt, n.public.memoryGt = "32767", "32767"
+				n.private.zones, n.public.zones = []string{"eu-west-3c"}, []string{"eu-west-3c"}
+			},
+		},
+		"SubnetClusterTag": {
+			reason: "The platform's tag scoping subnets to the cluster is added to both selectors, the cluster's name in place.",
+			input:  edits{"nodes.subnetClusterTag": map[string]string{"key": "kubernetes.io/cluster/{cluster}"}},
+			want:   func(n *nodes) { n.subnetClusterTag = map[string]string{"kubernetes.io/cluster/" + exampleCluster: "*"} },
 		},
 		"PublicPoolDisabled": {
 			reason: "A claim that turns the public pool off gets neither the public NodePool nor its EC2NodeClass.",
