@@ -609,6 +609,8 @@ func TestBadClaims(t *testing.T) {
 			set("al2023@2024", "spec", "pools", "public", "amiAlias"), []string{"spec.pools.public.amiAlias", "should match"}},
 		{"instance categories are lowercase letters (pattern)",
 			set(list("C5"), "spec", "pools", "private", "instanceCategories"), []string{"spec.pools.private.instanceCategories[0]", "should match"}},
+		{"zones are availability zone names (pattern)",
+			set(list("euw3-az1"), "spec", "pools", "public", "zones"), []string{"spec.pools.public.zones[0]", "should match"}},
 	}
 	base, err := readObjects("../examples/claim.yaml")
 	if err != nil {
@@ -657,6 +659,25 @@ func TestBadClaims(t *testing.T) {
 			set("prod-ap", "spec", "cluster", "name"), "Refused", `cluster "prod-ap" is not declared in the platform's tenancy`},
 		{"a node role in another account than the cluster's", "team-a",
 			set("arn:aws:iam::444455556666:role/prod-eu-bootstrap-nodes", "spec", "nodeIdentity", "roleArn"), "Refused", "spec.nodeIdentity.roleArn"},
+		// Out of the platform's bounds (the Composition's input.pools).
+		{"a pool larger than the platform's ceiling for the cluster", "team-a",
+			set(map[string]any{"cpu": "500", "memory": "100Gi"}, "spec", "pools", "public", "limits"), "Invalid",
+			`spec.pools.public.limits.cpu: Invalid value: "500": exceeds the platform's ceiling 200 for cluster "prod-eu"`},
+		{"an instance category the platform does not allow", "team-a",
+			set(list("p"), "spec", "pools", "private", "instanceCategories"), "Invalid",
+			`spec.pools.private.instanceCategories[0]: Unsupported value: "p": the platform allows c, m, r`},
+		{"an instance generation older than the platform's minimum", "team-a",
+			set(int64(5), "spec", "pools", "private", "minGeneration"), "Invalid",
+			`spec.pools.private.minGeneration: Invalid value: 5: is below the platform's minimum generation 6 for cluster "prod-eu"`},
+		{"reserved capacity where the platform selects no reservation", "team-a",
+			set(list("reserved"), "spec", "pools", "public", "capacityTypes"), "Invalid",
+			`spec.pools.public.capacityTypes[0]: Unsupported value: "reserved": the platform offers no capacity reservations for cluster "prod-eu"`},
+		{"a consolidation delay under the platform's floor", "team-a",
+			set("1m", "spec", "pools", "private", "consolidateAfter"), "Invalid",
+			`spec.pools.private.consolidateAfter: Invalid value: "1m": is below the platform's minimum 15m for cluster "prod-eu"`},
+		{"a zone outside the cluster's region", "team-a",
+			set(list("eu-west-1a"), "spec", "pools", "public", "zones"), "Invalid",
+			`spec.pools.public.zones[0]: Invalid value: "eu-west-1a": is not a zone of the cluster's region eu-west-3`},
 	} {
 		t.Run(tc.reason, func(t *testing.T) {
 			c := newClaimFrom(t, tc.ns, "refused", tc.mutate)

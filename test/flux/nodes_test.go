@@ -106,6 +106,8 @@ func defaultNodes() nodes {
 		expireAfter:            "720h",
 		terminationGracePeriod: "1h",
 		budget:                 "20%",
+		// The example platform runs Cilium in overlay mode.
+		kubelet: &kubelet{MaxPods: 110},
 	}
 }
 
@@ -193,11 +195,16 @@ func (n nodes) nodeClass(name string, p pool) ec2NodeClass {
 
 func TestNodesKustomizationBuildsValidPools(t *testing.T) {
 	schemas := karpenterSchemas(t)
-	// A platform that selects capacity reservations, by tags and by id.
-	reservations := edits{"pools.capacityReservationSelectorTerms": []map[string]any{
-		{"tags": map[string]string{"team": "a"}, "ownerID": "111122223333"},
-		{"id": "cr-0123456789abcdef0"},
-	}}
+	// A platform that selects capacity reservations, by tags and by id, and
+	// allows reserved capacity (the example Composition lists its allowed
+	// capacity types, which then do not grow by themselves).
+	reservations := edits{
+		"pools.capacityReservationSelectorTerms": []map[string]any{
+			{"tags": map[string]string{"team": "a"}, "ownerID": "111122223333"},
+			{"id": "cr-0123456789abcdef0"},
+		},
+		"pools.allowed.capacityTypes": []string{"spot", "on-demand", "reserved"},
+	}
 
 	cases := map[string]struct {
 		reason string
@@ -333,7 +340,7 @@ func TestNodesKustomizationBuildsValidPools(t *testing.T) {
 			input: edits{
 				"pools.allowed.zones":  []string{"eu-west-3a", "eu-west-3b"},
 				"pools.minMemory":      "16Gi",
-				"pools.kubeletMaxPods": 110,
+				"pools.kubeletMaxPods": 250,
 				"pools.defaults": map[string]string{
 					"expireAfter": "Never", "terminationGracePeriod": "2h30m", "disruptionBudget": "1",
 				},
@@ -342,7 +349,7 @@ func TestNodesKustomizationBuildsValidPools(t *testing.T) {
 				n.private.zones = []string{"eu-west-3b"}
 				n.public.zones = []string{"eu-west-3a", "eu-west-3b"}
 				n.private.memoryGt, n.public.memoryGt = "16383", "16383"
-				n.kubelet = &kubelet{MaxPods: 110}
+				n.kubelet = &kubelet{MaxPods: 250}
 				n.expireAfter, n.terminationGracePeriod, n.budget = "Never", "2h30m", "1"
 			},
 		},
