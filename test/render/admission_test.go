@@ -57,6 +57,7 @@ func TestXRDRefusesBadClaims(t *testing.T) {
 		{name: "generation zero", path: "pools.private.minGeneration", value: int64(0), want: "spec.pools.private.minGeneration in body should be greater than or equal to 1"},
 		{name: "consolidation delay not a duration", path: "pools.private.consolidateAfter", value: "soon", want: "spec.pools.private.consolidateAfter in body should match"},
 		{name: "AMI that is not AL2023", path: "pools.private.amiAlias", value: "bottlerocket@latest", want: "spec.pools.private.amiAlias in body should match"},
+		{name: "zone ID instead of a zone name", path: "pools.public.zones", value: []any{"euw3-az1"}, want: "spec.pools.public.zones[0] in body should match"},
 		{name: "public pool enabled as a string", path: "pools.public.enabled", value: "yes", want: "spec.pools.public.enabled in body must be of type boolean"},
 	}
 	for i, c := range cases {
