@@ -13,11 +13,11 @@ import (
 
 // TestUninstallOutwaitsTheGracePeriod holds the invariant that makes an
 // uninstall strand no instance: for every termination grace period the
-// platform can choose (every ten minutes up to the 24h bound, the bound
-// itself and odd seconds),
-// platform-wide or for the cluster, and whatever Flux timeout it sets, the
-// nodes Kustomization waits for the NodePools' deletion at least the grace
-// period every NodePool carries plus the margin for EC2 to terminate.
+// platform can choose (every ten minutes up to the 24h bound, and odd
+// seconds below it), set platform-wide or for the cluster, and whatever
+// Flux timeout it sets, the nodes Kustomization waits for the NodePools'
+// deletion at least the grace period every NodePool carries plus the
+// margin for EC2 to terminate. spec's tests refuse a longer grace period.
 func TestUninstallOutwaitsTheGracePeriod(t *testing.T) {
 	var graces []string
 	for m := 10; m <= 24*60; m += 10 {
