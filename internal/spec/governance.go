@@ -134,20 +134,20 @@ func overlayPools(dst *v1beta1.Pools, src v1beta1.Pools) {
 		v := *src.KubeletMaxPods
 		dst.KubeletMaxPods = &v
 	}
-	setDefault(&src.MinMemory, dst.MinMemory)
-	dst.MinMemory = src.MinMemory
-	setDefault(&src.MaxLimits.CPU, dst.MaxLimits.CPU)
-	dst.MaxLimits.CPU = src.MaxLimits.CPU
-	setDefault(&src.MaxLimits.Memory, dst.MaxLimits.Memory)
-	dst.MaxLimits.Memory = src.MaxLimits.Memory
-	setDefault(&src.MinConsolidateAfter, dst.MinConsolidateAfter)
-	dst.MinConsolidateAfter = src.MinConsolidateAfter
-	d, s := &dst.Defaults, src.Defaults
-	setDefault(&s.ConsolidateAfter, d.ConsolidateAfter)
-	setDefault(&s.ExpireAfter, d.ExpireAfter)
-	setDefault(&s.TerminationGracePeriod, d.TerminationGracePeriod)
-	setDefault(&s.DisruptionBudget, d.DisruptionBudget)
-	*d = s
+	for to, from := range map[*string]string{
+		&dst.MinMemory:                       src.MinMemory,
+		&dst.MaxLimits.CPU:                   src.MaxLimits.CPU,
+		&dst.MaxLimits.Memory:                src.MaxLimits.Memory,
+		&dst.MinConsolidateAfter:             src.MinConsolidateAfter,
+		&dst.Defaults.ConsolidateAfter:       src.Defaults.ConsolidateAfter,
+		&dst.Defaults.ExpireAfter:            src.Defaults.ExpireAfter,
+		&dst.Defaults.TerminationGracePeriod: src.Defaults.TerminationGracePeriod,
+		&dst.Defaults.DisruptionBudget:       src.Defaults.DisruptionBudget,
+	} {
+		if from != "" {
+			*to = from
+		}
+	}
 	if src.CapacityReservationSelectorTerms != nil {
 		dst.CapacityReservationSelectorTerms = slices.Clone(src.CapacityReservationSelectorTerms)
 	}
