@@ -27,8 +27,8 @@ func (p fakeProviders) observe(rsp *fnv1.RunFunctionResponse, ready bool) map[re
 }
 
 // created is one resource after its controller created it: provider-aws
-// for managed resources, Kubernetes for the cluster objects, Flux for the
-// Kustomizations.
+// for managed resources, provider-kubernetes for the Objects, with what the
+// claimed cluster (its Kubernetes, its Flux) reports of their manifests.
 func (p fakeProviders) created(desired map[string]any, ready bool) map[string]any {
 	obj := deepCopy(desired)
 	switch obj["kind"] {
@@ -50,11 +50,10 @@ func (p fakeProviders) created(desired map[string]any, ready bool) map[string]an
 					map[string]any{"type": "Complete", "status": "True"},
 				}}
 			}
+		case "Kustomization":
+			manifest["status"] = map[string]any{"conditions": fluxConditions(ready, "Progressing", "Reconciliation in progress")}
 		}
 		obj["status"] = map[string]any{"atProvider": map[string]any{"manifest": manifest}, "conditions": conditions(ready, "", "")}
-		return obj
-	case "Kustomization":
-		obj["status"] = map[string]any{"conditions": fluxConditions(ready, "Progressing", "Reconciliation in progress")}
 		return obj
 	}
 	fp := obj["spec"].(map[string]any)["forProvider"].(map[string]any)
@@ -92,11 +91,13 @@ func jobFailed(obj map[string]any) map[string]any {
 	return obj
 }
 
-// kustomizationFailing marks an observed Kustomization as Flux reports a
-// failed health check.
+// kustomizationFailing marks the Kustomization an observed Object carries
+// as the claimed cluster's Flux reports a failed health check; the Object,
+// which derives its readiness from the Kustomization's, turns unready.
 func kustomizationFailing(obj map[string]any, message string) map[string]any {
-	obj = deepCopy(obj)
-	obj["status"] = map[string]any{"conditions": fluxConditions(false, "HealthCheckFailed", message)}
+	obj = unready(obj)
+	manifest := obj["status"].(map[string]any)["atProvider"].(map[string]any)["manifest"].(map[string]any)
+	manifest["status"] = map[string]any{"conditions": fluxConditions(false, "HealthCheckFailed", message)}
 	return obj
 }
 

@@ -202,14 +202,16 @@ func TestOneKarpenterPerCluster(t *testing.T) {
 
 // TestClustersShareOneControlPlane walks two claims for two clusters to
 // Ready: no AWS name and no Kubernetes object of one is the other's, and
-// each goes to its own cluster (its ProviderConfig, its kubeconfig).
+// everything of each goes to its own cluster through its own ProviderConfig,
+// the Kustomizations built from the source its own Flux has.
 func TestClustersShareOneControlPlane(t *testing.T) {
 	aws := fakeProviders{t: t, account: account}
 	tenancy := []any{
 		map[string]any{"name": "prod-eu", "account": account, "namespaces": []any{"team-a"}},
 		map[string]any{
 			"name": "prod-us", "account": account, "namespaces": []any{"team-b"},
-			"kubernetesProviderConfig": "eks-prod-us", "kubeConfigSecret": "eks-prod-us-admin",
+			"kubernetesProviderConfig": "eks-prod-us",
+			"flux":                     map[string]any{"sourceRef": map[string]any{"kind": "OCIRepository", "name": "platform-us"}},
 		},
 	}
 	walk := func(b *requestBuilder) map[string]map[string]any {
@@ -239,8 +241,7 @@ func TestClustersShareOneControlPlane(t *testing.T) {
 		withSpec("nodeIdentity.roleArn", "arn:aws:iam::111122223333:role/prod-us-nodes"))
 
 	// What names a resource where it lives: the external name of an AWS
-	// resource, the queue's name, a Kustomization's namespace/name, what an
-	// Object applies and where.
+	// resource, the queue's name, what an Object applies and where.
 	identities := func(objs map[string]map[string]any, cluster string) map[string]string {
 		out := map[string]string{}
 		for n, o := range objs {
@@ -252,8 +253,6 @@ func TestClustersShareOneControlPlane(t *testing.T) {
 			spec, _ := o["spec"].(map[string]any)
 			fp, _ := spec["forProvider"].(map[string]any)
 			switch o["kind"] {
-			case "Kustomization":
-				out[n] = md["namespace"].(string) + "/" + md["name"].(string)
 			case "Object":
 				m := fp["manifest"].(map[string]any)
 				mmd := m["metadata"].(map[string]any)
@@ -282,21 +281,26 @@ func TestClustersShareOneControlPlane(t *testing.T) {
 		}
 	}
 	for _, tc := range []struct {
-		objs                   map[string]map[string]any
-		providerConfig, secret string
+		objs           map[string]map[string]any
+		providerConfig string
+		source         map[string]any
 	}{
-		{eu, "prod-eu", "prod-eu-kubeconfig"},
-		{us, "eks-prod-us", "eks-prod-us-admin"},
+		{eu, "prod-eu", map[string]any{"kind": "GitRepository", "name": "flux-system", "namespace": "flux-system"}},
+		{us, "eks-prod-us", map[string]any{"kind": "OCIRepository", "name": "platform-us", "namespace": "flux-system"}},
 	} {
-		for _, n := range step3 {
+		for _, n := range union(step3, step4, step5) {
 			if got := tc.objs[n]["spec"].(map[string]any)["providerConfigRef"]; !cmp.Equal(got, map[string]any{"name": tc.providerConfig}) {
 				t.Errorf("%s goes through %v, want ProviderConfig %s", n, got, tc.providerConfig)
 			}
 		}
 		for _, n := range union(step4, step5) {
-			want := map[string]any{"secretRef": map[string]any{"name": tc.secret, "key": "value"}}
-			if got := tc.objs[n]["spec"].(map[string]any)["kubeConfig"]; !cmp.Equal(got, want) {
-				t.Errorf("%s applies with kubeConfig %v, want %v", n, got, want)
+			k := tc.objs[n]["spec"].(map[string]any)["forProvider"].(map[string]any)["manifest"].(map[string]any)
+			ks := k["spec"].(map[string]any)
+			if got, ok := ks["kubeConfig"]; ok {
+				t.Errorf("%s's Kustomization carries kubeConfig %v: the claimed cluster's own Flux applies it, with no kubeconfig", n, got)
+			}
+			if got := ks["sourceRef"]; !cmp.Equal(got, tc.source) {
+				t.Errorf("%s's Kustomization builds from %v, want %v", n, got, tc.source)
 			}
 		}
 	}

@@ -81,34 +81,63 @@ func Manifests(c *spec.Config) map[fnresource.Name]runtime.Object {
 	}
 }
 
+// Readiness is how provider-kubernetes judges an Object Ready from the
+// object it observes in the claimed cluster (spec.readiness).
+type Readiness map[string]any
+
+// Readiness policies.
+var (
+	// Created: Ready once the object exists (provider-kubernetes'
+	// SuccessfulCreate, its default).
+	Created Readiness
+	// ReadyCondition: Ready once the object's own Ready condition is True.
+	ReadyCondition = Readiness{"policy": "DeriveFromObject"}
+	// Completed: Ready once the Job completed.
+	Completed = Readiness{"policy": "DeriveFromCelQuery", "celQuery": JobComplete}
+)
+
 // Objects returns step three: each manifest in a provider-kubernetes Object
 // bound to the claimed cluster's ProviderConfig.
 func Objects(c *spec.Config) (map[fnresource.Name]runtime.Object, error) {
 	out := map[fnresource.Name]runtime.Object{}
 	for name, m := range Manifests(c) {
-		// Converted as the SDK converts composed resources, so empty
-		// structs are omitted and the manifest says only what we mean.
-		cd, err := composed.From(m)
+		r := Created
+		if name == AccessCheck {
+			r = Completed
+		}
+		o, err := Object(c, m, r)
 		if err != nil {
 			return nil, fmt.Errorf("cannot convert the %s manifest: %w", name, err)
 		}
-		manifest := cd.Object
-		delete(manifest, "status") // the cluster's to write, not ours
-		objSpec := map[string]any{
-			"forProvider":       map[string]any{"manifest": manifest},
-			"providerConfigRef": map[string]any{"name": c.Delivery().ProviderConfig},
-		}
-		if name == AccessCheck {
-			objSpec["readiness"] = map[string]any{"policy": "DeriveFromCelQuery", "celQuery": JobComplete}
-		}
-		o := &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": ObjectAPIVersion,
-			"kind":       ObjectKind,
-			"spec":       objSpec,
-		}}
 		out[name] = o
 	}
 	return out, nil
+}
+
+// Object wraps a manifest for the claimed cluster in a provider-kubernetes
+// Object, applied through the cluster's ProviderConfig and judged Ready as
+// r says.
+func Object(c *spec.Config, m runtime.Object, r Readiness) (*unstructured.Unstructured, error) {
+	// Converted as the SDK converts composed resources, so empty structs
+	// are omitted and the manifest says only what we mean.
+	cd, err := composed.From(m)
+	if err != nil {
+		return nil, err
+	}
+	manifest := cd.Object
+	delete(manifest, "status") // the cluster's to write, not ours
+	objSpec := map[string]any{
+		"forProvider":       map[string]any{"manifest": manifest},
+		"providerConfigRef": map[string]any{"name": c.Delivery().ProviderConfig},
+	}
+	if r != nil {
+		objSpec["readiness"] = map[string]any(r)
+	}
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": ObjectAPIVersion,
+		"kind":       ObjectKind,
+		"spec":       objSpec,
+	}}, nil
 }
 
 func accessCheck(c *spec.Config, labels map[string]string) *batchv1.Job {

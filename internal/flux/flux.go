@@ -1,8 +1,10 @@
 // Package flux builds the Flux Kustomizations of steps four and five: one
 // installs the Karpenter controller (a HelmRelease of the chart from the
 // GitOps base, with the claim's values), the other the node pools, after the
-// controller and removed before it. Both live next to Crossplane and apply
-// to the claimed cluster through its kubeconfig Secret.
+// controller and removed before it. Both go to the claimed cluster inside
+// provider-kubernetes Objects, like step three's objects, and the cluster's
+// own Flux reconciles them: no kubeconfig Secret, no kustomize-controller
+// next to Crossplane, the cluster's ProviderConfig the one credential.
 package flux
 
 import (
@@ -13,10 +15,10 @@ import (
 	"github.com/crossplane/function-sdk-go/resource"
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	"github.com/fluxcd/pkg/apis/kustomize"
-	"github.com/fluxcd/pkg/apis/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/do-now/function-karpenter/internal/cluster"
 	"github.com/do-now/function-karpenter/internal/nodepools"
 	"github.com/do-now/function-karpenter/internal/spec"
 )
@@ -34,10 +36,6 @@ const (
 	helmVersion     = "v2"
 )
 
-// KubeConfigKey is the key of the claimed cluster's kubeconfig in its
-// Secret (Flux's own default, and what Cluster API writes).
-const KubeConfigKey = "value"
-
 // Substitution variables the bases use.
 const (
 	VarKarpenterVersion = "KARPENTER_VERSION"
@@ -52,10 +50,42 @@ func Names(c *spec.Config) (controller, nodes string) {
 	return base + "-controller", base + "-nodes"
 }
 
-// Controller returns step four: the Kustomization that installs the
-// controller. Wait makes its Ready mean the HelmRelease, and so the
-// controller's Deployment, is healthy.
+// Controller returns step four: the Object carrying the controller's
+// Kustomization, Ready once the Kustomization is.
 func Controller(c *spec.Config) (map[resource.Name]runtime.Object, error) {
+	k, err := ControllerManifest(c)
+	if err != nil {
+		return nil, err
+	}
+	return inObject(c, ControllerKustomization, k)
+}
+
+// Nodes returns step five: the Object carrying the node pools'
+// Kustomization, Ready once the Kustomization is.
+func Nodes(c *spec.Config) (map[resource.Name]runtime.Object, error) {
+	k, err := NodesManifest(c)
+	if err != nil {
+		return nil, err
+	}
+	return inObject(c, NodesKustomization, k)
+}
+
+// inObject wraps a Kustomization in the Object that applies it to the
+// claimed cluster. The Object is Ready when the Kustomization's own Ready
+// condition is True, and deleting it deletes the Kustomization and waits
+// until it is gone: until Flux has deleted what it applied.
+func inObject(c *spec.Config, name resource.Name, k *kustomizev1.Kustomization) (map[resource.Name]runtime.Object, error) {
+	o, err := cluster.Object(c, k, cluster.ReadyCondition)
+	if err != nil {
+		return nil, fmt.Errorf("cannot wrap Kustomization %s: %w", k.Name, err)
+	}
+	return map[resource.Name]runtime.Object{name: o}, nil
+}
+
+// ControllerManifest is the Kustomization that installs the controller.
+// Wait makes its Ready mean the HelmRelease, and so the controller's
+// Deployment, is healthy.
+func ControllerManifest(c *spec.Config) (*kustomizev1.Kustomization, error) {
 	name, _ := Names(c)
 	values, err := json.Marshal([]jsonPatch{{Op: "add", Path: "/spec/values", Value: ControllerValues(c)}})
 	if err != nil {
@@ -68,13 +98,13 @@ func Controller(c *spec.Config) (map[resource.Name]runtime.Object, error) {
 		Patch:  string(values),
 		Target: &kustomize.Selector{Group: helmGroup, Version: helmVersion, Kind: "HelmRelease", Name: HelmReleaseName},
 	}}
-	return map[resource.Name]runtime.Object{ControllerKustomization: k}, nil
+	return k, nil
 }
 
-// Nodes returns step five: the Kustomization of the node pools. It depends
-// on the controller's, and on deletion waits until Karpenter has terminated
-// the nodes, so an uninstall never strands a running instance.
-func Nodes(c *spec.Config) (map[resource.Name]runtime.Object, error) {
+// NodesManifest is the Kustomization of the node pools. It depends on the
+// controller's, and on deletion waits until Karpenter has terminated the
+// nodes, so an uninstall never strands a running instance.
+func NodesManifest(c *spec.Config) (*kustomizev1.Kustomization, error) {
 	controller, name := Names(c)
 	patches, err := nodepools.Patches(c)
 	if err != nil {
@@ -90,7 +120,7 @@ func Nodes(c *spec.Config) (map[resource.Name]runtime.Object, error) {
 	}}
 	k.Spec.Patches = patches
 	k.Spec.Timeout = &metav1.Duration{Duration: NodesTimeout(c)}
-	return map[resource.Name]runtime.Object{NodesKustomization: k}, nil
+	return k, nil
 }
 
 // UninstallMargin is what the nodes Kustomization waits beyond the nodes'
@@ -118,7 +148,7 @@ func kustomization(c *spec.Config, name, path string) *kustomizev1.Kustomization
 	// Validated as positive durations by spec.Load.
 	interval, _ := time.ParseDuration(c.Input.Flux.Interval)
 	timeout, _ := time.ParseDuration(c.Input.Flux.Timeout)
-	src := c.Input.Flux.SourceRef
+	src := c.Delivery().FluxSource
 	return &kustomizev1.Kustomization{
 		TypeMeta: metav1.TypeMeta{APIVersion: kustomizev1.GroupVersion.String(), Kind: kustomizev1.KustomizationKind},
 		ObjectMeta: metav1.ObjectMeta{
@@ -126,12 +156,6 @@ func kustomization(c *spec.Config, name, path string) *kustomizev1.Kustomization
 			Namespace: c.Input.Flux.Namespace,
 		},
 		Spec: kustomizev1.KustomizationSpec{
-			// Applied to the claimed cluster, not to the one Flux and
-			// Crossplane run in: several clusters share one control plane.
-			KubeConfig: &meta.KubeConfigReference{SecretRef: &meta.SecretKeyReference{
-				Name: c.Delivery().KubeConfigSecret,
-				Key:  KubeConfigKey,
-			}},
 			Interval:  metav1.Duration{Duration: interval},
 			Timeout:   &metav1.Duration{Duration: timeout},
 			Path:      path,

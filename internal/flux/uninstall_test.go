@@ -29,11 +29,10 @@ func TestUninstallOutwaitsTheGracePeriod(t *testing.T) {
 		for _, fluxTimeout := range []string{"1m", "10m", "3h", "30h"} {
 			for _, perCluster := range []bool{false, true} {
 				c := load(t, grace, fluxTimeout, perCluster)
-				objs, err := Nodes(c)
+				k, err := NodesManifest(c)
 				if err != nil {
 					t.Fatal(err)
 				}
-				k := objs[NodesKustomization].(*kustomizev1.Kustomization)
 				if k.Spec.DeletionPolicy != kustomizev1.DeletionPolicyWaitForTermination {
 					t.Fatalf("deletionPolicy %q, want WaitForTermination", k.Spec.DeletionPolicy)
 				}

@@ -19,13 +19,15 @@ type Health struct {
 }
 
 // Observe reads an observed resource's readiness from its real status: a
-// managed resource or a Flux Kustomization has Ready=True; a
-// provider-kubernetes Object too, and when it carries a Job, the Job as
-// observed in the claimed cluster has completed.
+// managed resource or a provider-kubernetes Object has Ready=True, and when
+// an Object carries a Job, the Job as observed in the claimed cluster has
+// completed. An Object that is not Ready also says why the object it
+// observes is not (a Kustomization's failed health check, say).
 func Observe(ocd resource.ObservedComposed) Health {
 	r := ocd.Resource
 	h := Health{Ready: r.GetCondition(xpv1.TypeReady).Status == corev1.ConditionTrue}
-	if r.GroupVersionKind().GroupKind() == cluster.ObjectGroupKind {
+	object := r.GroupVersionKind().GroupKind() == cluster.ObjectGroupKind
+	if object {
 		if kind, _ := r.GetString("status.atProvider.manifest.kind"); kind == "Job" {
 			h = observeJob(r)
 		}
@@ -38,7 +40,26 @@ func Observe(ocd resource.ObservedComposed) Health {
 			h.Problems = append(h.Problems, fmt.Sprintf("%s=False (%s): %s", t, c.Reason, c.Message))
 		}
 	}
+	if object {
+		h.Problems = append(h.Problems, remoteReady(r)...)
+	}
 	return h
+}
+
+// remoteReady is the Ready=False condition, with its message, of the object
+// an Object observes in the claimed cluster, as its own controller wrote it.
+func remoteReady(r *composed.Unstructured) []string {
+	var conditions []map[string]any
+	if err := r.GetValueInto("status.atProvider.manifest.status.conditions", &conditions); err != nil {
+		return nil
+	}
+	kind, _ := r.GetString("status.atProvider.manifest.kind")
+	for _, c := range conditions {
+		if c["type"] == string(xpv1.TypeReady) && c["status"] == string(corev1.ConditionFalse) && c["message"] != "" {
+			return []string{fmt.Sprintf("%s Ready=False (%v): %v", kind, c["reason"], c["message"])}
+		}
+	}
+	return nil
 }
 
 // observeJob reads the Job a provider-kubernetes Object observed: Ready

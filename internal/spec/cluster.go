@@ -118,11 +118,7 @@ func validateCluster(in v1beta1.Input) field.ErrorList {
 
 	f := p.Child("flux")
 	errs = append(errs, dnsLabel(f.Child("namespace"), in.Flux.Namespace)...)
-	errs = append(errs, dnsLabel(f.Child("sourceRef", "namespace"), in.Flux.SourceRef.Namespace)...)
-	errs = append(errs, dnsSubdomain(f.Child("sourceRef", "name"), in.Flux.SourceRef.Name)...)
-	if !slices.Contains(sourceKinds, in.Flux.SourceRef.Kind) {
-		errs = append(errs, field.NotSupported(f.Child("sourceRef", "kind"), in.Flux.SourceRef.Kind, sourceKinds))
-	}
+	errs = append(errs, validateSourceRef(f.Child("sourceRef"), in.Flux.SourceRef, false)...)
 	for name, path := range map[string]string{"controllerPath": in.Flux.ControllerPath, "nodesPath": in.Flux.NodesPath} {
 		if !strings.HasPrefix(path, "./") || strings.Contains(path, "..") {
 			errs = append(errs, field.Invalid(f.Child(name), path, "must be a relative path inside the source, starting with ./"))
@@ -190,6 +186,22 @@ func validateCluster(in v1beta1.Input) field.ErrorList {
 	return errs
 }
 
+// validateSourceRef checks a Flux source reference; in an override, unset
+// fields inherit and are not checked.
+func validateSourceRef(p *field.Path, s v1beta1.SourceRef, override bool) field.ErrorList {
+	var errs field.ErrorList
+	if !override || s.Namespace != "" {
+		errs = append(errs, dnsLabel(p.Child("namespace"), s.Namespace)...)
+	}
+	if !override || s.Name != "" {
+		errs = append(errs, dnsSubdomain(p.Child("name"), s.Name)...)
+	}
+	if (!override || s.Kind != "") && !slices.Contains(sourceKinds, s.Kind) {
+		errs = append(errs, field.NotSupported(p.Child("kind"), s.Kind, sourceKinds))
+	}
+	return errs
+}
+
 // validateSelectorTag checks a tag a selector matches: any tag AWS allows,
 // those Karpenter and EKS set included, and never an empty value, which
 // Karpenter's selector terms refuse.
@@ -253,28 +265,37 @@ func KubernetesName(cluster string) string {
 	return strings.ReplaceAll(strings.ToLower(cluster), "_", "-")
 }
 
-// Delivery is how the claimed cluster's own API server is reached: the
-// objects of step three go there through a provider-kubernetes
-// ProviderConfig, the Flux Kustomizations through a kubeconfig Secret.
-// Crossplane may run elsewhere and serve many clusters.
+// Delivery is how the claimed cluster is reached: everything the function
+// puts there (step three's objects and both Flux Kustomizations) goes
+// through one provider-kubernetes ProviderConfig, and the cluster's own
+// Flux builds the Kustomizations from FluxSource. Crossplane may run
+// elsewhere and serve many clusters.
 type Delivery struct {
-	ProviderConfig   string
-	KubeConfigSecret string
+	ProviderConfig string
+	FluxSource     v1beta1.SourceRef
 }
 
 // Delivery returns the claimed cluster's delivery: what the platform's
-// tenancy declares for it, else the defaults named after the cluster.
+// tenancy declares for it, else the defaults (the ProviderConfig named
+// after the cluster, input.flux.sourceRef).
 func (c *Config) Delivery() Delivery {
-	name := KubernetesName(c.Spec.Cluster.Name)
-	d := Delivery{ProviderConfig: name, KubeConfigSecret: name + "-kubeconfig"}
+	d := Delivery{ProviderConfig: KubernetesName(c.Spec.Cluster.Name), FluxSource: c.Input.Flux.SourceRef}
 	cl, _ := c.Tenant()
 	if cl.KubernetesProviderConfig != "" {
 		d.ProviderConfig = cl.KubernetesProviderConfig
 	}
-	if cl.KubeConfigSecret != "" {
-		d.KubeConfigSecret = cl.KubeConfigSecret
+	if f := cl.Flux; f != nil && f.SourceRef != nil {
+		overlaySource(&d.FluxSource, *f.SourceRef)
 	}
 	return d
+}
+
+// overlaySource sets on dst every field src sets.
+func overlaySource(dst *v1beta1.SourceRef, src v1beta1.SourceRef) {
+	setDefault(&src.Kind, dst.Kind)
+	setDefault(&src.Name, dst.Name)
+	setDefault(&src.Namespace, dst.Namespace)
+	*dst = src
 }
 
 // Tenant is what the platform's tenancy declares for the claimed cluster;
@@ -321,8 +342,8 @@ func validateTenancy(t *v1beta1.Tenancy) field.ErrorList {
 		if cl.KubernetesProviderConfig != "" {
 			errs = append(errs, dnsSubdomain(p.Index(i).Child("kubernetesProviderConfig"), cl.KubernetesProviderConfig)...)
 		}
-		if cl.KubeConfigSecret != "" {
-			errs = append(errs, dnsSubdomain(p.Index(i).Child("kubeConfigSecret"), cl.KubeConfigSecret)...)
+		if f := cl.Flux; f != nil && f.SourceRef != nil {
+			errs = append(errs, validateSourceRef(p.Index(i).Child("flux", "sourceRef"), *f.SourceRef, true)...)
 		}
 	}
 	return errs

@@ -299,13 +299,14 @@ func TestLoadInvalid(t *testing.T) {
 			want:   []errorID{invalid("input.providerConfigName")},
 		},
 		"ClusterDeliveryNamesInvalid": {
-			reason: "A cluster's ProviderConfig and kubeconfig Secret are object names: DNS subdomains.",
+			reason: "A cluster's ProviderConfig and Flux source are object names: DNS subdomains.",
 			spec:   xr(),
 			input: input(map[string]any{"tenancy": map[string]any{"clusters": []any{map[string]any{
-				"name": "prod-eu", "account": "111122223333", "kubernetesProviderConfig": "Prod_EU", "kubeConfigSecret": "prod-eu/kubeconfig",
+				"name": "prod-eu", "account": "111122223333", "kubernetesProviderConfig": "Prod_EU",
+				"flux": map[string]any{"sourceRef": map[string]any{"name": "platform/eu"}},
 			}}}}),
 			want: []errorID{
-				invalid("input.tenancy.clusters[0].kubeConfigSecret"),
+				invalid("input.tenancy.clusters[0].flux.sourceRef.name"),
 				invalid("input.tenancy.clusters[0].kubernetesProviderConfig"),
 			},
 		},

@@ -112,6 +112,30 @@ func readYAML(t *testing.T, path string, into any) {
 // resource goes through postBuild substitution. Substitution is strict, so a
 // variable the Kustomization does not set fails the build instead of
 // silently becoming empty.
+// delivered is the Kustomization a provider-kubernetes Object applies to the
+// claimed cluster: its manifest, decoded strictly, with the Object
+// deriving its readiness from the Kustomization's Ready condition.
+func delivered(t *testing.T, o runtime.Object) *kustomizev1.Kustomization {
+	t.Helper()
+	u, ok := o.(*unstructured.Unstructured)
+	if !ok || u.GetKind() != "Object" || u.GetAPIVersion() != "kubernetes.crossplane.io/v1alpha2" {
+		t.Fatalf("want a provider-kubernetes Object, got %T %v", o, o.GetObjectKind().GroupVersionKind())
+	}
+	if policy, _, _ := unstructured.NestedString(u.Object, "spec", "readiness", "policy"); policy != "DeriveFromObject" {
+		t.Errorf("the Object's readiness policy is %q, want DeriveFromObject: Ready only once the Kustomization is", policy)
+	}
+	manifest, ok, _ := unstructured.NestedMap(u.Object, "spec", "forProvider", "manifest")
+	if !ok {
+		t.Fatal("the Object carries no manifest")
+	}
+	var k kustomizev1.Kustomization
+	decodeStrict(t, &unstructured.Unstructured{Object: manifest}, &k)
+	if k.Spec.KubeConfig != nil {
+		t.Errorf("Kustomization %s names a kubeconfig %v: the claimed cluster's own Flux applies it", k.Name, k.Spec.KubeConfig)
+	}
+	return &k
+}
+
 func fluxBuild(t *testing.T, k *kustomizev1.Kustomization) []*unstructured.Unstructured {
 	t.Helper()
 	work := t.TempDir()

@@ -228,18 +228,15 @@ func TestControllerValuesReachTheDeployment(t *testing.T) {
 	}
 }
 
-// controllerKustomization is step four's Kustomization for a claim.
+// controllerKustomization is step four's Kustomization for a claim, as its
+// Object delivers it to the claimed cluster.
 func controllerKustomization(t *testing.T, c *spec.Config) *kustomizev1.Kustomization {
 	t.Helper()
 	objs, err := flux.Controller(c)
 	if err != nil {
 		t.Fatalf("flux.Controller: %v", err)
 	}
-	k, ok := objs[flux.ControllerKustomization].(*kustomizev1.Kustomization)
-	if !ok {
-		t.Fatalf("flux.Controller: %q is a %T, want a *Kustomization", flux.ControllerKustomization, objs[flux.ControllerKustomization])
-	}
-	return k
+	return delivered(t, objs[flux.ControllerKustomization])
 }
 
 // karpenterChart loads the chart from the Karpenter module zip.

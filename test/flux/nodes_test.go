@@ -438,18 +438,15 @@ func TestNodesKustomizationBuildsValidPools(t *testing.T) {
 	}
 }
 
-// nodesKustomization is step five's Kustomization for a claim.
+// nodesKustomization is step five's Kustomization for a claim, as its
+// Object delivers it to the claimed cluster.
 func nodesKustomization(t *testing.T, c *spec.Config) *kustomizev1.Kustomization {
 	t.Helper()
 	objs, err := flux.Nodes(c)
 	if err != nil {
 		t.Fatalf("flux.Nodes: %v", err)
 	}
-	k, ok := objs[flux.NodesKustomization].(*kustomizev1.Kustomization)
-	if !ok {
-		t.Fatalf("flux.Nodes: %q is a %T, want a *Kustomization", flux.NodesKustomization, objs[flux.NodesKustomization])
-	}
-	return k
+	return delivered(t, objs[flux.NodesKustomization])
 }
 
 // checkUserData parses a pool's user data: the private pool has none; the

@@ -117,21 +117,34 @@ type TenantCluster struct {
 	// +optional
 	Namespaces []string `json:"namespaces,omitempty"`
 	// KubernetesProviderConfig is the provider-kubernetes ProviderConfig
-	// whose credentials reach this cluster's API server: the controller's
-	// namespace, its ServiceAccount and the access check are applied there
-	// through it. Defaults to the cluster name in Kubernetes form.
+	// whose credentials reach this cluster's API server: everything the
+	// function puts in the cluster (the controller's namespace, its
+	// ServiceAccount, the access check and both Flux Kustomizations) is
+	// applied there through it, the one credential per cluster. Defaults
+	// to the cluster name in Kubernetes form.
 	// +optional
 	KubernetesProviderConfig string `json:"kubernetesProviderConfig,omitempty"`
-	// KubeConfigSecret is the Secret, in the Flux namespace, holding the
-	// kubeconfig (key "value") Flux applies the controller and the node
-	// pools to this cluster with. Defaults to <cluster>-kubeconfig, the
-	// cluster name in Kubernetes form.
+	// KubeConfigSecret is no longer used and is ignored: the Kustomizations
+	// are applied to the cluster through its ProviderConfig and reconciled
+	// by the cluster's own Flux, so no kubeconfig Secret is needed.
 	// +optional
 	KubeConfigSecret string `json:"kubeConfigSecret,omitempty"`
+	// Flux is the cluster's own Flux: the source its Kustomizations build
+	// from. Defaults to input.flux.
+	// +optional
+	Flux *ClusterFlux `json:"flux,omitempty"`
 	// Pools override the platform-wide input.pools for this cluster, field
 	// by field: a field set here wins, an unset one inherits.
 	// +optional
 	Pools *Pools `json:"pools,omitempty"`
+}
+
+// ClusterFlux is what one cluster's Flux builds the Kustomizations from.
+type ClusterFlux struct {
+	// SourceRef is the source, in the claimed cluster, holding the GitOps
+	// base. Defaults to input.flux.sourceRef, field by field.
+	// +optional
+	SourceRef *SourceRef `json:"sourceRef,omitempty"`
 }
 
 // SourceRef names the Flux source of the GitOps base.
@@ -148,13 +161,17 @@ type SourceRef struct {
 	Namespace string `json:"namespace,omitempty"`
 }
 
-// Flux configures the composed Kustomizations.
+// Flux configures the composed Kustomizations. They are applied to the
+// claimed cluster, where its own Flux (source, kustomize and helm
+// controllers) reconciles them.
 type Flux struct {
-	// Namespace of the composed Kustomizations.
+	// Namespace of the composed Kustomizations in the claimed cluster.
 	// +kubebuilder:default=flux-system
 	// +optional
 	Namespace string `json:"namespace,omitempty"`
-	// SourceRef is the source holding the GitOps base (examples/gitops/).
+	// SourceRef is the source, in the claimed cluster, holding the GitOps
+	// base (examples/gitops/); tenancy.clusters[].flux.sourceRef overrides
+	// it per cluster.
 	// +optional
 	SourceRef SourceRef `json:"sourceRef,omitempty"`
 	// ControllerPath is the path of the controller base in the source.
