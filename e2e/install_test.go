@@ -187,17 +187,8 @@ func crdFiles() ([]string, error) {
 	for _, f := range providerKubernetesCRDs {
 		files = append(files, filepath.Join(k8s, f))
 	}
-	flux := strings.Fields(os.Getenv("E2E_FLUX_CRDS"))
-	if len(flux) != 3 {
-		return nil, fmt.Errorf("E2E_FLUX_CRDS must name the kustomize, helm and source controllers' config/crd/bases, got %q", flux)
-	}
-	for _, dir := range flux {
-		m, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
-		if err != nil || len(m) == 0 {
-			return nil, fmt.Errorf("no CRDs under %s", dir)
-		}
-		files = append(files, m...)
-	}
+	// No Flux CRD: the Kustomizations go to the claimed cluster inside Objects, and Crossplane's
+	// cluster needs no Flux at all.
 	return files, nil
 }
 
@@ -413,11 +404,10 @@ func (c *controlPlane) installAPI(ctx context.Context, repo string) (functionNam
 
 // installDelivery creates, for every cluster the shipped Composition's tenancy declares, what the
 // platform team sets up once per cluster so that Crossplane can reach it: the provider-kubernetes
-// ProviderConfig step three's Objects are applied through, and the kubeconfig Secret (key
-// "value", in the Flux namespace) the Kustomizations apply with. Their names are the ones the
-// tenancy declares, else the documented defaults: the cluster's name and <cluster>-kubeconfig.
-// The fake provider connects to nothing; it only requires them to exist, as the real
-// controllers would.
+// ProviderConfig every Object (step three's and the two Kustomizations') is applied through, the
+// one credential of the cluster. Its name is the one the tenancy declares, else the documented
+// default, the cluster's name. The fake provider connects to nothing; it only requires it to
+// exist, as the real provider would.
 func (c *controlPlane) installDelivery(ctx context.Context, repo string) ([]string, error) {
 	comps, err := readObjects(filepath.Join(repo, "apis", "composition.yaml"))
 	if err != nil {
@@ -428,13 +418,9 @@ func (c *controlPlane) installDelivery(ctx context.Context, repo string) ([]stri
 		return nil, fmt.Errorf("want a Composition with one function step, found %d steps", len(pipeline))
 	}
 	input, _, _ := unstructured.NestedMap(pipeline[0].(map[string]any), "input")
-	fluxNS, _, _ := unstructured.NestedString(input, "flux", "namespace")
 	clusters, _, _ := unstructured.NestedSlice(input, "tenancy", "clusters")
-	if fluxNS == "" || len(clusters) == 0 {
-		return nil, errors.New("the Composition's input declares no flux.namespace or no tenancy.clusters")
-	}
-	if err := c.ensureNamespace(ctx, fluxNS); err != nil {
-		return nil, err
+	if len(clusters) == 0 {
+		return nil, errors.New("the Composition's input declares no tenancy.clusters")
 	}
 	var made []string
 	for _, cl := range clusters {
@@ -445,29 +431,16 @@ func (c *controlPlane) installDelivery(ctx context.Context, repo string) ([]stri
 		if pc == "" {
 			pc = kname
 		}
-		secret, _ := m["kubeConfigSecret"].(string)
-		if secret == "" {
-			secret = kname + "-kubeconfig"
+		u := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "kubernetes.crossplane.io/v1alpha1", "kind": "ProviderConfig",
+			"metadata": map[string]any{"name": pc},
+			"spec": map[string]any{"credentials": map[string]any{"source": "Secret",
+				"secretRef": map[string]any{"namespace": "crossplane-system", "name": pc + "-cluster", "key": "kubeconfig"}}},
+		}}
+		if err := c.apply(ctx, u); err != nil {
+			return nil, err
 		}
-		objs := []*unstructured.Unstructured{
-			{Object: map[string]any{
-				"apiVersion": "kubernetes.crossplane.io/v1alpha1", "kind": "ProviderConfig",
-				"metadata": map[string]any{"name": pc},
-				"spec": map[string]any{"credentials": map[string]any{"source": "Secret",
-					"secretRef": map[string]any{"namespace": "crossplane-system", "name": pc + "-cluster", "key": "kubeconfig"}}},
-			}},
-			{Object: map[string]any{
-				"apiVersion": "v1", "kind": "Secret",
-				"metadata": map[string]any{"name": secret, "namespace": fluxNS},
-				"data":     map[string]any{"value": base64.StdEncoding.EncodeToString([]byte("# the kubeconfig of " + name + "\n"))},
-			}},
-		}
-		for _, u := range objs {
-			if err := c.apply(ctx, u); err != nil {
-				return nil, err
-			}
-		}
-		made = append(made, fmt.Sprintf("%s: ProviderConfig %s, Secret %s/%s", name, pc, fluxNS, secret))
+		made = append(made, fmt.Sprintf("%s: ProviderConfig %s", name, pc))
 	}
 	return made, nil
 }

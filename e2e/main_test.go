@@ -17,8 +17,9 @@ import (
 // composed to be gone before it ends.
 var cp *controlPlane
 
-// fake plays provider-aws, provider-kubernetes and Flux for the whole run (finalizers on
-// creation, releases on deletion); tests drive readiness through it.
+// fake plays provider-aws, provider-kubernetes and the claimed clusters (their Kubernetes and
+// their Flux) for the whole run (finalizers on creation, releases on deletion); tests drive
+// readiness through it.
 var fake *fakeProvider
 
 func TestMain(m *testing.M) {
@@ -82,7 +83,7 @@ func setUp(ctx context.Context) error {
 	if err := cp.installCRDs(ctx, files...); err != nil {
 		return err
 	}
-	cp.timed("provider-aws, provider-kubernetes and Flux CRDs established", start)
+	cp.timed("provider-aws and provider-kubernetes CRDs established", start)
 	delivery, err := cp.installDelivery(ctx, repo)
 	if err != nil {
 		return err

@@ -36,7 +36,6 @@ const (
 var (
 	objectGVR         = schema.GroupVersionResource{Group: "kubernetes.crossplane.io", Version: "v1alpha2", Resource: "objects"}
 	providerConfigGVR = schema.GroupVersionResource{Group: "kubernetes.crossplane.io", Version: "v1alpha1", Resource: "providerconfigs"}
-	secretGVR         = schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
 )
 
 // composedKind is a kind the function composes and the fake provider watches.
@@ -56,10 +55,9 @@ var composedKinds = []composedKind{
 	{schema.GroupVersionResource{Group: "cloudwatchevents.aws.upbound.io", Version: "v1beta1", Resource: "rules"}, "Rule", providerFinalizer},
 	{schema.GroupVersionResource{Group: "cloudwatchevents.aws.upbound.io", Version: "v1beta1", Resource: "targets"}, "Target", providerFinalizer},
 	{schema.GroupVersionResource{Group: "eks.aws.upbound.io", Version: "v1beta1", Resource: "podidentityassociations"}, "PodIdentityAssociation", providerFinalizer},
-	// provider-kubernetes' Object: step three's Namespace, ServiceAccount and Job, applied to the
-	// claimed cluster through the ProviderConfig it names.
+	// provider-kubernetes' Object: step three's Namespace, ServiceAccount and Job, and the two
+	// Flux Kustomizations, applied to the claimed cluster through the ProviderConfig it names.
 	{objectGVR, "Object", providerFinalizer},
-	{schema.GroupVersionResource{Group: "kustomize.toolkit.fluxcd.io", Version: "v1", Resource: "kustomizations"}, "Kustomization", fluxFinalizer},
 	{schema.GroupVersionResource{Group: "protection.crossplane.io", Version: "v1beta1", Resource: "usages"}, "Usage", ""},
 	{schema.GroupVersionResource{Group: "protection.crossplane.io", Version: "v1beta1", Resource: "clusterusages"}, "ClusterUsage", ""},
 }
@@ -73,8 +71,9 @@ func kindOf(kind string) composedKind {
 	panic("unknown composed kind " + kind)
 }
 
-// fakeProvider plays provider-aws, provider-kubernetes and Flux's kustomize-controller in the
-// background, every 100ms: like the real controllers it puts its finalizer on every object it
+// fakeProvider plays provider-aws and provider-kubernetes in the background, every 100ms, and
+// what the claimed clusters report of the objects applied to them (their Kubernetes and, for
+// the Kustomizations, their own Flux): like the real controllers it puts its finalizer on every object it
 // manages as soon as it sees it, keeps each object's status at what the test says AWS, the
 // claimed cluster or Flux reports (set), and on deletion "deletes the external resource" and
 // releases the object. It also records, for every composed object of any kind, when its deletion
@@ -161,8 +160,6 @@ func (f *fakeProvider) run(ctx context.Context) {
 				switch u.GetKind() {
 				case "Object":
 					_ = f.updateStatus(ctx, k, u, f.objectStatus(ctx, u, w))
-				case "Kustomization":
-					_ = f.updateStatus(ctx, k, u, f.kustomizationStatus(ctx, u, w))
 				default:
 					if !reports(u, w) {
 						_ = f.report(ctx, u, w)
@@ -390,36 +387,15 @@ func reports(u *unstructured.Unstructured, w want) bool {
 	return is(readyC, "True", "", "") && is(synced, "True", "", "") && (!wantsARN || arn != "")
 }
 
-// kustomizationStatus is what kustomize-controller reports for w: the applied revision, or a
-// failed health check. Like the real controller it first reads the kubeconfig Secret the
-// Kustomization names (spec.kubeConfig.secretRef, in its own namespace) to reach the claimed
-// cluster, and fails with its own message when the Secret or its key is missing.
-func (f *fakeProvider) kustomizationStatus(ctx context.Context, u *unstructured.Unstructured, w want) map[string]any {
-	gen := u.GetGeneration()
-	notReady := func(reason, message string) map[string]any {
-		return map[string]any{"conditions": []any{fluxCondition("Ready", "False", reason, message, gen)}}
-	}
-	if ref, ok, _ := unstructured.NestedMap(u.Object, "spec", "kubeConfig", "secretRef"); ok {
-		name, _ := ref["name"].(string)
-		key, _ := ref["key"].(string)
-		if key == "" {
-			key = "value"
-		}
-		id := u.GetNamespace() + "/" + name
-		s, err := f.cp.dyn.Resource(secretGVR).Namespace(u.GetNamespace()).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return notReady("ReconciliationFailed", fmt.Sprintf("unable to read KubeConfig secret '%s' error: %v", id, err))
-		}
-		if data, _, _ := unstructured.NestedMap(s.Object, "data"); data[key] == nil {
-			return notReady("ReconciliationFailed", fmt.Sprintf("KubeConfig secret '%s' does not contain a '%s' key with a kubeconfig", id, key))
-		}
-	}
-	if w.state != ready {
+// kustomizationStatus is what the claimed cluster's kustomize-controller reports of a
+// Kustomization given s: the applied revision, or a failed health check with message.
+func kustomizationStatus(gen int64, s state, message string) map[string]any {
+	if s != ready {
 		return map[string]any{
 			"observedGeneration":    gen,
 			"lastAppliedRevision":   kustomizationRevSHA,
 			"lastAttemptedRevision": kustomizationRevSHA,
-			"conditions":            []any{fluxCondition("Ready", "False", "HealthCheckFailed", w.message, gen)},
+			"conditions":            []any{fluxCondition("Ready", "False", "HealthCheckFailed", message, gen)},
 		}
 	}
 	return map[string]any{
@@ -435,9 +411,12 @@ func (f *fakeProvider) kustomizationStatus(ctx context.Context, u *unstructured.
 // ProviderConfig the Object names, as the real provider does to connect to the claimed cluster,
 // and fails with the provider's error when there is none. Once the manifest is applied,
 // status.atProvider.manifest is the object as the claimed cluster returns it (a Namespace
-// Active, a Job Complete or Failed) and Ready follows the Object's readiness policy: as soon as
-// it exists (SuccessfulCreate, the default), or the Object's own CEL query evaluated on that
-// observed object (DeriveFromCelQuery), as provider-kubernetes evaluates it.
+// Active, a Job Complete or Failed, a Kustomization applied or failing its health check) and
+// Ready follows the Object's readiness policy: as soon as it exists (SuccessfulCreate, the
+// default), once the observed object's Ready condition is True (DeriveFromObject), or the
+// Object's own CEL query evaluated on that observed object (DeriveFromCelQuery), as
+// provider-kubernetes evaluates them. An unready Object carrying a Kustomization is one whose
+// Kustomization the cluster's Flux reports unready.
 func (f *fakeProvider) objectStatus(ctx context.Context, u *unstructured.Unstructured, w want) map[string]any {
 	synced := xpCondition("Synced", "True", "ReconcileSuccess", "")
 	failed := func(message string) map[string]any {
@@ -447,18 +426,23 @@ func (f *fakeProvider) objectStatus(ctx context.Context, u *unstructured.Unstruc
 	if _, err := f.cp.dyn.Resource(providerConfigGVR).Get(ctx, pc, metav1.GetOptions{}); err != nil {
 		return failed("connect failed: cannot get provider config: " + err.Error())
 	}
-	switch w.state {
-	case failing:
+	manifest, _, _ := unstructured.NestedMap(u.Object, "spec", "forProvider", "manifest")
+	remoteKustomization := manifest["kind"] == "Kustomization"
+	switch {
+	case w.state == failing:
 		return failed(w.message)
-	case unready:
+	case w.state == unready && !remoteKustomization:
 		return map[string]any{"conditions": []any{xpCondition("Ready", "False", "Unavailable", w.message), synced}}
 	}
-	manifest, _, _ := unstructured.NestedMap(u.Object, "spec", "forProvider", "manifest")
-	observed := remoteObject(u, manifest, w.state)
+	observed := remoteObject(u, manifest, w)
 	available := xpCondition("Ready", "True", "Available", "")
 	policy, _, _ := unstructured.NestedString(u.Object, "spec", "readiness", "policy")
 	switch policy {
 	case "", "SuccessfulCreate":
+	case "DeriveFromObject":
+		if !remoteReady(observed) {
+			available = xpCondition("Ready", "False", "Unavailable", "")
+		}
 	case "DeriveFromCelQuery":
 		query, _, _ := unstructured.NestedString(u.Object, "spec", "readiness", "celQuery")
 		ok, err := celReady(query, observed)
@@ -476,9 +460,10 @@ func (f *fakeProvider) objectStatus(ctx context.Context, u *unstructured.Unstruc
 
 // remoteObject is a manifest as the claimed cluster's API server returns it once created:
 // identity and timestamps (derived from the Object's, so they stay stable), a Namespace Active,
-// a Job finished — Complete when s is ready, Failed with its backoff limit reached when s is
-// jobFailed, as the Job controller records it.
-func remoteObject(o *unstructured.Unstructured, manifest map[string]any, s state) map[string]any {
+// a Job finished — Complete when w is ready, Failed with its backoff limit reached when w is
+// jobFailed, as the Job controller records it — a Kustomization as its Flux reports it.
+func remoteObject(o *unstructured.Unstructured, manifest map[string]any, w want) map[string]any {
+	s := w.state
 	obj := (&unstructured.Unstructured{Object: manifest}).DeepCopy()
 	created := o.GetCreationTimestamp().UTC().Format(time.RFC3339)
 	obj.SetUID(types.UID("remote-" + string(o.GetUID())))
@@ -512,8 +497,24 @@ func remoteObject(o *unstructured.Unstructured, manifest map[string]any, s state
 			}
 		}
 		obj.Object["status"] = status
+	case "Kustomization":
+		obj.SetGeneration(1)
+		obj.SetFinalizers([]string{fluxFinalizer})
+		obj.Object["status"] = kustomizationStatus(1, s, w.message)
 	}
 	return obj.Object
+}
+
+// remoteReady is provider-kubernetes' DeriveFromObject: the observed object's Ready condition
+// is True.
+func remoteReady(observed map[string]any) bool {
+	conditions, _, _ := unstructured.NestedSlice(observed, "status", "conditions")
+	for _, c := range conditions {
+		if m, ok := c.(map[string]any); ok && m["type"] == "Ready" {
+			return m["status"] == "True"
+		}
+	}
+	return false
 }
 
 // celReady evaluates an Object's readiness query on the observed object the way

@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"fmt"
-	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -317,9 +316,11 @@ func walk(t *testing.T, overrides map[string]want, done func() bool, cs ...*clai
 	}
 }
 
-// assertDelivery checks that a claim's resources go to its own cluster: every Object applies
-// through the cluster's ProviderConfig, every Kustomization through its kubeconfig Secret, and
-// every resource (and every manifest an Object carries) is labelled with the cluster.
+// assertDelivery checks that a claim's resources go to its own cluster: every Object (step
+// three's and the two Kustomizations') applies through the cluster's ProviderConfig, no
+// Kustomization names a kubeconfig (the claimed cluster's own Flux applies it) and each is named
+// after the cluster, and every resource (and every manifest an Object carries) is labelled with
+// the cluster.
 func assertDelivery(t *testing.T, resources map[string]*unstructured.Unstructured, cluster string) {
 	t.Helper()
 	for _, n := range sortedKeys(resources) {
@@ -336,10 +337,14 @@ func assertDelivery(t *testing.T, resources map[string]*unstructured.Unstructure
 			if labels[clusterLabel] != cluster {
 				t.Errorf("Object %s (%s): manifest label %s=%q, want %q", u.GetName(), n, clusterLabel, labels[clusterLabel], cluster)
 			}
-		case "Kustomization":
-			ref, _, _ := unstructured.NestedStringMap(u.Object, "spec", "kubeConfig", "secretRef")
-			if want := map[string]string{"name": cluster + "-kubeconfig", "key": "value"}; !maps.Equal(ref, want) {
-				t.Errorf("Kustomization %s (%s): kubeConfig.secretRef %v, want %v", u.GetName(), n, ref, want)
+			if kind, _, _ := unstructured.NestedString(u.Object, "spec", "forProvider", "manifest", "kind"); kind == "Kustomization" {
+				k, _, _ := unstructured.NestedMap(u.Object, "spec", "forProvider", "manifest")
+				if ref, ok, _ := unstructured.NestedFieldNoCopy(k, "spec", "kubeConfig"); ok {
+					t.Errorf("Object %s (%s): its Kustomization names kubeConfig %v", u.GetName(), n, ref)
+				}
+				if name, _, _ := unstructured.NestedString(k, "metadata", "name"); !strings.HasPrefix(name, cluster+"-karpenter-") {
+					t.Errorf("Object %s (%s): its Kustomization is named %q, want %s-karpenter-…", u.GetName(), n, name, cluster)
+				}
 			}
 		}
 	}

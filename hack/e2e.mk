@@ -59,19 +59,20 @@ e2e-tools: $(E2E_BINARIES) ## Build the end-to-end control plane binaries (cache
 # --- the suite ---------------------------------------------------------------------------------
 # The function is rebuilt from the working tree every run (Go's build cache makes that cheap).
 # The CRDs come from module zips, located in the Go module cache (downloaded if missing):
-# provider-aws at the version the main go.mod requires, provider-kubernetes and Flux's
-# controllers at the versions hack/tools.mk names, Crossplane's from its wrapper module.
+# provider-aws at the version the main go.mod requires, provider-kubernetes at the version
+# hack/tools.mk names, Crossplane's from its wrapper module. No Flux CRD: the Kustomizations go
+# to the claimed cluster inside provider-kubernetes Objects.
 E2E_FUNCTION := $(CACHE)/e2e/function
 E2E_TIMEOUT ?= 45m
 
 .PHONY: e2e-test
-e2e-test: $(E2E_BINARIES) provider-aws-crds provider-kubernetes-crds flux-crds ## End-to-end tests against a real API server and Crossplane on loopback.
+e2e-test: $(E2E_BINARIES) provider-aws-crds provider-kubernetes-crds ## End-to-end tests against a real API server and Crossplane on loopback.
 	CGO_ENABLED=0 go build -o $(E2E_FUNCTION) ./fn
 	@xp=$$(cd $(E2E_TOOLS_DIR)/crossplane && go mod download github.com/crossplane/crossplane/v2 && \
 	    go list -m -f '{{.Dir}}' github.com/crossplane/crossplane/v2) && test -n "$$xp" || exit 1; \
 	cd e2e && E2E_ETCD=$(E2E_ETCD) E2E_KUBE_APISERVER=$(E2E_KUBE_APISERVER) \
 	  E2E_KUBE_CONTROLLER_MANAGER=$(E2E_KUBE_CONTROLLER_MANAGER) E2E_CROSSPLANE=$(E2E_CROSSPLANE) \
-	  E2E_FUNCTION=$(E2E_FUNCTION) E2E_PROVIDER_AWS_CRDS=$(PROVIDER_AWS_CRDS) E2E_FLUX_CRDS="$(FLUX_KUSTOMIZE_CRDS) $(FLUX_HELM_CRDS) $(FLUX_SOURCE_CRDS)" \
+	  E2E_FUNCTION=$(E2E_FUNCTION) E2E_PROVIDER_AWS_CRDS=$(PROVIDER_AWS_CRDS) \
 	  E2E_PROVIDER_KUBERNETES_CRDS=$(PROVIDER_KUBERNETES_CRDS) \
 	  E2E_CROSSPLANE_CRDS="$$xp/cluster/crds" \
 	  go test -tags e2e $(GO_TEST_FLAGS) -timeout $(E2E_TIMEOUT) -v ./...

@@ -60,14 +60,20 @@ func Needs() map[fnresource.Name][]fnresource.Name {
 	}
 }
 
-// Manifests returns step three's objects as the claimed cluster gets them.
-func Manifests(c *spec.Config) map[fnresource.Name]runtime.Object {
-	ns := c.Input.PodIdentity.Namespace
-	labels := map[string]string{
+// Labels are what every manifest the function puts in the claimed cluster
+// carries.
+func Labels(c *spec.Config) map[string]string {
+	return map[string]string{
 		"app.kubernetes.io/part-of":    "karpenter",
 		"app.kubernetes.io/managed-by": "crossplane",
 		spec.ClusterLabel:              spec.KubernetesName(c.Spec.Cluster.Name),
 	}
+}
+
+// Manifests returns step three's objects as the claimed cluster gets them.
+func Manifests(c *spec.Config) map[fnresource.Name]runtime.Object {
+	ns := c.Input.PodIdentity.Namespace
+	labels := Labels(c)
 	return map[fnresource.Name]runtime.Object{
 		Namespace: &corev1.Namespace{
 			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"},

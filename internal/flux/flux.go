@@ -154,6 +154,7 @@ func kustomization(c *spec.Config, name, path string) *kustomizev1.Kustomization
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      name,
 			Namespace: c.Input.Flux.Namespace,
+			Labels:    cluster.Labels(c),
 		},
 		Spec: kustomizev1.KustomizationSpec{
 			Interval:  metav1.Duration{Duration: interval},
