@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/do-now/function-karpenter/internal/awsres"
+	"github.com/do-now/function-karpenter/internal/flux"
 	"github.com/do-now/function-karpenter/internal/sequence"
 	"github.com/do-now/function-karpenter/internal/spec"
 	"github.com/do-now/function-karpenter/internal/status"
@@ -62,6 +63,7 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 	}
 	claimNamespace, _ := oxr.Resource.GetString("spec.claimRef.namespace")
 	errs = append(tenancy.Check(cfg, claimNamespace), awsres.CheckIdentity(cfg, observed)...)
+	errs = append(errs, flux.CheckDelivery(observed)...)
 	// Which XRs hold the cluster: asked of Crossplane on every call, judged
 	// once it answered (it calls again with the answer, in the same
 	// reconcile, before anything is applied).

@@ -489,3 +489,57 @@ func checkRefusalShown(t *testing.T, rsp *fnv1.RunFunctionResponse, reason, msg 
 		t.Errorf("want a warning for the claim, then the Fatal result (Crossplane records events before a Fatal one only), got %v", results)
 	}
 }
+
+// TestLegacyKustomizationsStopTheClaim checks an installation from before
+// the Kustomizations moved into the claimed cluster: with its Kustomizations
+// and a Usage they use still in Crossplane's cluster, the claim is refused,
+// naming them, and nothing is composed or dropped until the platform has let
+// them go (README "Upgrading").
+func TestLegacyKustomizationsStopTheClaim(t *testing.T) {
+	aws := fakeProviders{t: t, account: account}
+	var observed map[resource.Name]map[string]any
+	for range 10 {
+		observed = aws.observe(run(t, aRequest(t).observing(observed).build()), true)
+	}
+	legacy := func(kind, namespace, name string) map[string]any {
+		return map[string]any{
+			"apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": kind,
+			"metadata": map[string]any{"name": name, "namespace": namespace},
+		}
+	}
+	observed["controller-kustomization"] = legacy("Kustomization", "flux-system", "prod-eu-karpenter-controller")
+	observed["nodes-kustomization"] = legacy("Kustomization", "flux-system", "prod-eu-karpenter-nodes")
+	usage := legacy("Usage", "flux-system", "xr-usage-1")
+	usage["apiVersion"] = "protection.crossplane.io/v1beta1"
+	observed["usage-controller-kustomization-before-controller-role"] = usage
+
+	rsp := run(t, aRequest(t).observing(observed).build())
+	msg := fatal(rsp)
+	for _, want := range []string{
+		"input.flux: Forbidden",
+		"Kustomization flux-system/prod-eu-karpenter-controller",
+		"Kustomization flux-system/prod-eu-karpenter-nodes",
+		"Usage flux-system/xr-usage-1",
+		`README "Upgrading"`,
+	} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("fatal message %q does not say %q", msg, want)
+		}
+	}
+	checkRefusalShown(t, rsp, "Refused", msg)
+	if got := desiredNames(rsp); len(got) != 0 {
+		t.Errorf("a refused XR composes nothing (Crossplane then applies and deletes nothing), got %v", got)
+	}
+
+	// Once they are gone, the claim goes on and composes the Objects.
+	delete(observed, "controller-kustomization")
+	delete(observed, "nodes-kustomization")
+	delete(observed, "usage-controller-kustomization-before-controller-role")
+	rsp = run(t, aRequest(t).observing(observed).build())
+	if msg := fatal(rsp); msg != "" {
+		t.Fatalf("refused after the migration: %s", msg)
+	}
+	if k := rsp.GetDesired().GetResources()["controller-kustomization"].GetResource().AsMap(); k["kind"] != "Object" {
+		t.Errorf("controller-kustomization is a %v, want the Object that applies it into the claimed cluster", k["kind"])
+	}
+}

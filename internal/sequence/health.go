@@ -55,8 +55,9 @@ func remoteReady(r *composed.Unstructured) []string {
 	}
 	kind, _ := r.GetString("status.atProvider.manifest.kind")
 	for _, c := range conditions {
-		if c["type"] == string(xpv1.TypeReady) && c["status"] == string(corev1.ConditionFalse) && c["message"] != "" {
-			return []string{fmt.Sprintf("%s Ready=False (%v): %v", kind, c["reason"], c["message"])}
+		msg, _ := c["message"].(string)
+		if c["type"] == string(xpv1.TypeReady) && c["status"] == string(corev1.ConditionFalse) && msg != "" {
+			return []string{fmt.Sprintf("%s Ready=False (%v): %s", kind, c["reason"], msg)}
 		}
 	}
 	return nil

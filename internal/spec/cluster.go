@@ -157,9 +157,12 @@ func validateCluster(in v1beta1.Input) field.ErrorList {
 		tp := n.Child("subnetClusterTag")
 		// Checked with a cluster name in place, as long as any.
 		r := strings.NewReplacer(v1beta1.ClusterPlaceholder, strings.Repeat("c", 100))
-		if t.Key == "" {
+		switch {
+		case t.Key == "":
 			errs = append(errs, field.Required(tp.Child("key"), "the tag key, such as kubernetes.io/cluster/{cluster}"))
-		} else {
+		case !strings.Contains(t.Key+t.Value, v1beta1.ClusterPlaceholder):
+			errs = append(errs, field.Invalid(tp, t.Key+"="+t.Value, "names no cluster: the key or the value must contain {cluster}, else it scopes the subnets to nothing"))
+		default:
 			for _, e := range validateSelectorTag(tp, r.Replace(t.Key), r.Replace(t.Value)) {
 				errs = append(errs, field.Invalid(tp, t.Key+"="+t.Value, e.Detail))
 			}

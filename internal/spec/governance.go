@@ -67,11 +67,42 @@ var (
 	reservationID = regexp.MustCompile(`^cr-[0-9a-z]+$`)
 )
 
+// origins says, for the fields of a pool policy that can contradict each
+// other across layers, which layer set the value in force: input.pools or a
+// cluster's override. A field no layer sets is the function's default,
+// which input.pools is where to change.
+type origins map[string]*field.Path
+
+func (o origins) of(f string) *field.Path {
+	p, ok := o[f]
+	if !ok {
+		p = field.NewPath("input", "pools")
+	}
+	for _, name := range strings.Split(f, ".") {
+		p = p.Child(name)
+	}
+	return p
+}
+
+// record notes the fields layer sets, at its path.
+func (o origins) record(path *field.Path, layer v1beta1.Pools) {
+	for f, set := range map[string]bool{
+		"allowed.capacityTypes":            layer.Allowed.CapacityTypes != nil,
+		"allowed.zones":                    layer.Allowed.Zones != nil,
+		"capacityReservationSelectorTerms": layer.CapacityReservationSelectorTerms != nil,
+		"minConsolidateAfter":              layer.MinConsolidateAfter != "",
+		"defaults.consolidateAfter":        layer.Defaults.ConsolidateAfter != "",
+	} {
+		if set {
+			o[f] = path
+		}
+	}
+}
+
 // resolvePools returns the platform's pool policy for a cluster: the
 // function's defaults, overridden by input.pools, overridden field by field
-// by the cluster's entry in the tenancy. path is where the policy is set:
-// the cluster's override if it has one, else input.pools.
-func resolvePools(in v1beta1.Input, cluster string) (v1beta1.Pools, *field.Path) {
+// by the cluster's entry in the tenancy; and where its fields were set.
+func resolvePools(in v1beta1.Input, cluster string) (v1beta1.Pools, origins) {
 	min := DefaultMinGeneration
 	eff := v1beta1.Pools{
 		Allowed: v1beta1.AllowedPools{
@@ -90,13 +121,14 @@ func resolvePools(in v1beta1.Input, cluster string) (v1beta1.Pools, *field.Path)
 			DisruptionBudget:       DefaultDisruptionBudget,
 		},
 	}
-	path := field.NewPath("input", "pools")
+	from := origins{}
 	overlayPools(&eff, in.Pools)
+	from.record(field.NewPath("input", "pools"), in.Pools)
 	if in.Tenancy != nil {
 		for i, cl := range in.Tenancy.Clusters {
 			if cl.Name == cluster && cl.Pools != nil {
 				overlayPools(&eff, *cl.Pools)
-				path = field.NewPath("input", "tenancy", "clusters").Index(i).Child("pools")
+				from.record(field.NewPath("input", "tenancy", "clusters").Index(i).Child("pools"), *cl.Pools)
 			}
 		}
 	}
@@ -110,7 +142,7 @@ func resolvePools(in v1beta1.Input, cluster string) (v1beta1.Pools, *field.Path)
 		zero := int32(0)
 		eff.KubeletMaxPods = &zero
 	}
-	return eff, path
+	return eff, from
 }
 
 // MinMemoryMiB is the platform's memory floor in MiB, the unit Karpenter
@@ -223,20 +255,28 @@ func validatePoolsInput(p *field.Path, in v1beta1.Pools) field.ErrorList {
 
 // validatePolicy checks what only the resolved policy of a cluster can
 // show: settings of different layers that contradict each other.
-func validatePolicy(p *field.Path, eff v1beta1.Pools, region string) field.ErrorList {
+// Each error names the field where the value in force was set, and the
+// other side of the contradiction with its own path.
+func validatePolicy(from origins, eff v1beta1.Pools, region string) field.ErrorList {
 	var errs field.ErrorList
-	if slices.Contains(eff.Allowed.CapacityTypes, Reserved) && len(eff.CapacityReservationSelectorTerms) == 0 {
-		errs = append(errs, field.Invalid(p.Child("allowed", "capacityTypes"), eff.Allowed.CapacityTypes,
-			"reserved needs capacityReservationSelectorTerms: without them there is no reservation to use"))
+	reserved := slices.Contains(eff.Allowed.CapacityTypes, Reserved)
+	terms := len(eff.CapacityReservationSelectorTerms) > 0
+	switch {
+	case reserved && !terms:
+		errs = append(errs, field.Invalid(from.of("allowed.capacityTypes"), eff.Allowed.CapacityTypes,
+			fmt.Sprintf("reserved needs capacity reservations, and %s selects none", from.of("capacityReservationSelectorTerms"))))
+	case terms && !reserved:
+		errs = append(errs, field.Invalid(from.of("capacityReservationSelectorTerms"), len(eff.CapacityReservationSelectorTerms),
+			fmt.Sprintf("selects capacity reservations no pool may use: %s does not allow reserved", from.of("allowed.capacityTypes"))))
 	}
 	minimum, _ := parseDuration(eff.MinConsolidateAfter)
 	if d, _ := parseDuration(eff.Defaults.ConsolidateAfter); d < minimum {
-		errs = append(errs, field.Invalid(p.Child("defaults", "consolidateAfter"), eff.Defaults.ConsolidateAfter,
-			fmt.Sprintf("is below minConsolidateAfter %s", eff.MinConsolidateAfter)))
+		errs = append(errs, field.Invalid(from.of("defaults.consolidateAfter"), eff.Defaults.ConsolidateAfter,
+			fmt.Sprintf("is below %s %s", from.of("minConsolidateAfter"), eff.MinConsolidateAfter)))
 	}
 	for i, z := range eff.Allowed.Zones {
 		if region != "" && !zoneOf(z, region) {
-			errs = append(errs, field.Invalid(p.Child("allowed", "zones").Index(i), z, fmt.Sprintf("is not a zone of the cluster's region %s", region)))
+			errs = append(errs, field.Invalid(from.of("allowed.zones").Index(i), z, fmt.Sprintf("is not a zone of the cluster's region %s", region)))
 		}
 	}
 	return errs

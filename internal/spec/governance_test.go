@@ -330,9 +330,25 @@ func TestPoolPolicyInvalid(t *testing.T) {
 			want:   []errorID{{field.ErrorTypeInvalid, "input.pools.defaults.disruptionBudget"}},
 		},
 		"DefaultBelowMinimum": {
-			reason: "The platform's own default consolidation delay must respect its floor, here raised by the cluster.",
+			reason: "The platform's default consolidation delay must respect its floor, here raised by the cluster: the error names the default where it is set.",
 			input:  map[string]any{"tenancy": tenancy(map[string]any{"minConsolidateAfter": "30m"})},
-			want:   []errorID{{field.ErrorTypeInvalid, eu + ".defaults.consolidateAfter"}},
+			want:   []errorID{{field.ErrorTypeInvalid, "input.pools.defaults.consolidateAfter"}},
+		},
+		"PlatformZoneOfAnotherRegion": {
+			reason: "A zone input.pools allows, outside the claimed cluster's region, is named where it is set, not in the cluster's override.",
+			input: map[string]any{
+				"pools":   map[string]any{"allowed": map[string]any{"zones": []any{"us-east-1a"}}},
+				"tenancy": tenancy(map[string]any{"maxLimits": map[string]any{"cpu": "100"}}),
+			},
+			want: []errorID{{field.ErrorTypeInvalid, "input.pools.allowed.zones[0]"}},
+		},
+		"ReservationsNoPoolMayUse": {
+			reason: "Reservations a cluster selects while the platform's capacity types leave reserved out would be carried by every EC2NodeClass and used by no pool.",
+			input: map[string]any{
+				"pools":   map[string]any{"allowed": map[string]any{"capacityTypes": []any{"spot", "on-demand"}}},
+				"tenancy": tenancy(map[string]any{"capacityReservationSelectorTerms": []any{map[string]any{"id": "cr-0123456789abcdef0"}}}),
+			},
+			want: []errorID{{field.ErrorTypeInvalid, eu + ".capacityReservationSelectorTerms"}},
 		},
 		"ReservedWithoutTerms": {
 			reason: "Allowing reserved capacity without selecting reservations is a contradiction.",
@@ -364,6 +380,20 @@ func TestPoolPolicyInvalid(t *testing.T) {
 				t.Errorf("\n%s\nLoad(...): -want, +got:\n%s\n(errors: %v)", tc.reason, diff, errs)
 			}
 		})
+	}
+}
+
+// TestPoolPolicyMessages pins what a contradiction between two layers says:
+// both fields, each at the layer that set it.
+func TestPoolPolicyMessages(t *testing.T) {
+	_, errs := Load(owner, xr(), input(map[string]any{"tenancy": tenancy(map[string]any{"minConsolidateAfter": "30m"})}))
+	want := []string{`input.pools.defaults.consolidateAfter: Invalid value: "15m": is below input.tenancy.clusters[1].pools.minConsolidateAfter 30m`}
+	var got []string
+	for _, e := range errs {
+		got = append(got, e.Error())
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("-want, +got:\n%s", diff)
 	}
 }
 

@@ -145,6 +145,12 @@ func TestLoadInvalidClusterHalf(t *testing.T) {
 			input:  map[string]any{"nodes": map[string]any{"privateSubnetTags": map[string]any{"network": ""}}},
 			want:   []errorID{{field.ErrorTypeInvalid, "input.nodes.privateSubnetTags[network]"}},
 		},
+		"SubnetClusterTagNamesNoCluster": {
+			reason: "A subnet tag without {cluster} in its key or value scopes the subnets to no cluster.",
+			spec:   xr(),
+			input:  map[string]any{"nodes": map[string]any{"subnetClusterTag": map[string]any{"key": "env", "value": "prod"}}},
+			want:   []errorID{{field.ErrorTypeInvalid, "input.nodes.subnetClusterTag"}},
+		},
 		"DefaultAMILatestNotAllowed": {
 			reason: "The platform's own default AMI must be pinned unless it allows latest.",
 			spec:   xr(),

@@ -188,13 +188,13 @@ func validatePoolPolicy(c *Config) field.ErrorList {
 	if len(errs) > 0 {
 		return errs
 	}
-	var path *field.Path
-	c.Pools, path = resolvePools(c.Input, c.Spec.Cluster.Name)
+	var from origins
+	c.Pools, from = resolvePools(c.Input, c.Spec.Cluster.Name)
 	region := ""
 	if regionName.MatchString(c.Spec.Cluster.Region) {
 		region = c.Spec.Cluster.Region
 	}
-	return validatePolicy(path, c.Pools, region)
+	return validatePolicy(from, c.Pools, region)
 }
 
 // validateOwner checks that the owner's names can label a node, as they

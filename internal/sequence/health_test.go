@@ -1,0 +1,59 @@
+package sequence
+
+import (
+	"testing"
+
+	"github.com/crossplane/function-sdk-go/resource"
+	"github.com/crossplane/function-sdk-go/resource/composed"
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+)
+
+// TestObserveReadsTheRemoteObject checks what an Object that is not Ready
+// says of the object it observes in the claimed cluster: that object's own
+// Ready=False message, and nothing when it gives none.
+func TestObserveReadsTheRemoteObject(t *testing.T) {
+	object := func(remote []any) resource.ObservedComposed {
+		u := composed.New()
+		u.Object = map[string]any{
+			"apiVersion": "kubernetes.crossplane.io/v1alpha2",
+			"kind":       "Object",
+			"status": map[string]any{
+				"conditions": []any{map[string]any{"type": "Ready", "status": "False", "reason": "Unavailable"}},
+				"atProvider": map[string]any{"manifest": map[string]any{
+					"kind":   "Kustomization",
+					"status": map[string]any{"conditions": remote},
+				}},
+			},
+		}
+		return resource.ObservedComposed{Resource: u}
+	}
+	cases := map[string]struct {
+		reason string
+		remote []any
+		want   Health
+	}{
+		"HealthCheckFailed": {
+			reason: "Flux's own message reaches the step condition.",
+			remote: []any{map[string]any{"type": "Ready", "status": "False", "reason": "HealthCheckFailed", "message": "HelmRelease/karpenter/karpenter status: 'Failed'"}},
+			want:   Health{Problems: []string{"Kustomization Ready=False (HealthCheckFailed): HelmRelease/karpenter/karpenter status: 'Failed'"}},
+		},
+		"NoMessage": {
+			reason: "A condition without a message adds nothing, rather than a <nil>.",
+			remote: []any{map[string]any{"type": "Ready", "status": "False", "reason": "Progressing"}},
+			want:   Health{},
+		},
+		"StillProgressing": {
+			reason: "Ready=Unknown is not a failure to report.",
+			remote: []any{map[string]any{"type": "Ready", "status": "Unknown", "reason": "Progressing", "message": "Reconciliation in progress"}},
+			want:   Health{},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, Observe(object(tc.remote)), cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("\n%s\nObserve(...): -want, +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}
