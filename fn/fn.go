@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
+	"strings"
 	"time"
 
 	xpv1 "github.com/crossplane/crossplane-runtime/v2/apis/common/v1"
@@ -16,7 +18,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/do-now/function-karpenter/internal/awsres"
-	"github.com/do-now/function-karpenter/internal/flux"
 	"github.com/do-now/function-karpenter/internal/sequence"
 	"github.com/do-now/function-karpenter/internal/spec"
 	"github.com/do-now/function-karpenter/internal/status"
@@ -61,9 +62,7 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 		response.Fatal(rsp, errors.Wrap(err, "cannot get observed composed resources"))
 		return rsp, nil
 	}
-	claimNamespace, _ := oxr.Resource.GetString("spec.claimRef.namespace")
-	errs = append(tenancy.Check(cfg, claimNamespace), awsres.CheckIdentity(cfg, observed)...)
-	errs = append(errs, flux.CheckDelivery(observed)...)
+	errs = append(tenancy.Check(cfg, cfg.Owner.Namespace), awsres.CheckIdentity(cfg, observed)...)
 	// Which XRs hold the cluster: asked of Crossplane on every call, judged
 	// once it answered (it calls again with the answer, in the same
 	// reconcile, before anything is applied).
@@ -83,6 +82,26 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 		refuse(rsp, oxr, ReasonRefused, errors.Errorf("refusing %s %q: %s", oxr.Resource.GetKind(), oxr.Resource.GetName(), errs.ToAggregate().Error()))
 		return rsp, nil
 	}
+	clusterLabels := map[string]string{spec.ClusterLabel: spec.KubernetesName(cfg.Spec.Cluster.Name)}
+	reported := awsres.ReadObserved(observed)
+	out, err := sequence.Run(sequence.Steps(cfg, reported), observed, clusterLabels)
+	if err != nil {
+		response.Fatal(rsp, err)
+		return rsp, nil
+	}
+	usages, err := usage.Usages(out.Refs, observed, clusterLabels)
+	if err != nil {
+		response.Fatal(rsp, errors.Wrap(err, "cannot build deletion-order usages"))
+		return rsp, nil
+	}
+	if changed := sequence.KindChanges(observed, out.Desired, usages); len(changed) > 0 {
+		err := errors.Errorf("refusing %s %q: Crossplane cannot change the kind of a composed resource: %s; "+
+			"orphan and delete the old ones as README \"Upgrading\" says, and the claim goes on",
+			oxr.Resource.GetKind(), oxr.Resource.GetName(), strings.Join(changed, "; "))
+		log.Info("refusing XR", "error", err.Error())
+		refuse(rsp, oxr, ReasonRefused, err)
+		return rsp, nil
+	}
 	response.ConditionTrue(rsp, ConditionAccepted, ReasonAccepted).
 		WithMessage(fmt.Sprintf("Karpenter for cluster %q in %s", cfg.Spec.Cluster.Name, cfg.Spec.Cluster.Region)).
 		TargetCompositeAndClaim()
@@ -91,25 +110,8 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 		response.Fatal(rsp, errors.Wrap(err, "cannot get desired composed resources"))
 		return rsp, nil
 	}
-
-	clusterLabels := map[string]string{spec.ClusterLabel: spec.KubernetesName(cfg.Spec.Cluster.Name)}
-	reported := awsres.ReadObserved(observed)
-	out, err := sequence.Run(sequence.Steps(cfg, reported), observed, clusterLabels)
-	if err != nil {
-		response.Fatal(rsp, err)
-		return rsp, nil
-	}
-	for name, dc := range out.Desired {
-		desired[name] = dc
-	}
-	usages, err := usage.Usages(out.Refs, observed, clusterLabels)
-	if err != nil {
-		response.Fatal(rsp, errors.Wrap(err, "cannot build deletion-order usages"))
-		return rsp, nil
-	}
-	for name, dc := range usages {
-		desired[name] = dc
-	}
+	maps.Copy(desired, out.Desired)
+	maps.Copy(desired, usages)
 	if err := response.SetDesiredComposedResources(rsp, desired); err != nil {
 		response.Fatal(rsp, errors.Wrap(err, "cannot set desired composed resources"))
 		return rsp, nil

@@ -492,9 +492,10 @@ func checkRefusalShown(t *testing.T, rsp *fnv1.RunFunctionResponse, reason, msg 
 
 // TestLegacyKustomizationsStopTheClaim checks an installation from before
 // the Kustomizations moved into the claimed cluster: with its Kustomizations
-// and a Usage they use still in Crossplane's cluster, the claim is refused,
-// naming them, and nothing is composed or dropped until the platform has let
-// them go (README "Upgrading").
+// and a Usage they use still in Crossplane's cluster, under names the
+// function now composes as other kinds, the claim is refused, naming each,
+// and nothing is composed or dropped until the platform has let them go
+// (README "Upgrading").
 func TestLegacyKustomizationsStopTheClaim(t *testing.T) {
 	aws := fakeProviders{t: t, account: account}
 	var observed map[resource.Name]map[string]any
@@ -516,10 +517,10 @@ func TestLegacyKustomizationsStopTheClaim(t *testing.T) {
 	rsp := run(t, aRequest(t).observing(observed).build())
 	msg := fatal(rsp)
 	for _, want := range []string{
-		"input.flux: Forbidden",
-		"Kustomization flux-system/prod-eu-karpenter-controller",
-		"Kustomization flux-system/prod-eu-karpenter-nodes",
-		"Usage flux-system/xr-usage-1",
+		"Crossplane cannot change the kind of a composed resource",
+		"controller-kustomization: Kustomization flux-system/prod-eu-karpenter-controller (kustomize.toolkit.fluxcd.io) is now composed as Object (kubernetes.crossplane.io)",
+		"nodes-kustomization: Kustomization flux-system/prod-eu-karpenter-nodes (kustomize.toolkit.fluxcd.io) is now composed as Object (kubernetes.crossplane.io)",
+		"usage-controller-kustomization-before-controller-role: Usage flux-system/xr-usage-1 (protection.crossplane.io) is now composed as ClusterUsage (protection.crossplane.io)",
 		`README "Upgrading"`,
 	} {
 		if !strings.Contains(msg, want) {

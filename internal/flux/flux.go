@@ -10,9 +10,6 @@ package flux
 import (
 	"encoding/json"
 	"fmt"
-	"maps"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/crossplane/function-sdk-go/resource"
@@ -20,7 +17,6 @@ import (
 	"github.com/fluxcd/pkg/apis/kustomize"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/do-now/function-karpenter/internal/cluster"
 	"github.com/do-now/function-karpenter/internal/nodepools"
@@ -178,33 +174,4 @@ type jsonPatch struct {
 	Op    string `json:"op"`
 	Path  string `json:"path"`
 	Value any    `json:"value"`
-}
-
-// CheckDelivery refuses to go on while a Kustomization from before the
-// Kustomizations moved into the claimed cluster still lives in Crossplane's
-// cluster (a Kustomization, not an Object, under step four's or five's
-// name), or a namespaced Usage it is the user of. Composing the Objects
-// over them would leave the old Kustomizations applying beside the new
-// ones, or delete them and, with them, the controller and the nodes they
-// applied. README "Upgrading" says how to let them go without deleting
-// anything in the claimed cluster; until then the claim is refused and
-// nothing is applied or deleted.
-func CheckDelivery(observed map[resource.Name]resource.ObservedComposed) field.ErrorList {
-	var legacy []string
-	for _, name := range slices.Sorted(maps.Keys(observed)) {
-		r := observed[name].Resource
-		kind := r.GetKind()
-		byKustomization := strings.HasPrefix(string(name), "usage-"+string(ControllerKustomization)+"-") ||
-			strings.HasPrefix(string(name), "usage-"+string(NodesKustomization)+"-")
-		if (name == ControllerKustomization || name == NodesKustomization) && kind == kustomizev1.KustomizationKind ||
-			byKustomization && kind == "Usage" {
-			legacy = append(legacy, fmt.Sprintf("%s %s/%s", kind, r.GetNamespace(), r.GetName()))
-		}
-	}
-	if len(legacy) == 0 {
-		return nil
-	}
-	return field.ErrorList{field.Forbidden(field.NewPath("input", "flux"), fmt.Sprintf(
-		"the Kustomizations are now applied into the claimed cluster, but Crossplane's cluster still holds %s: "+
-			"orphan and delete them as README \"Upgrading\" says, and the claim goes on", strings.Join(legacy, ", ")))}
 }
