@@ -161,10 +161,6 @@ func nodeClass(c *spec.Config, name string) ec2NodeClass {
 	if k, v, ok := c.SubnetClusterTag(); ok {
 		subnets[k] = v
 	}
-	reservations := make([]capacityReservationSelectorTerm, len(c.Pools.CapacityReservationSelectorTerms))
-	for i, t := range c.Pools.CapacityReservationSelectorTerms {
-		reservations[i] = capacityReservationSelectorTerm{ID: t.ID, OwnerID: t.OwnerID, Tags: t.Tags}
-	}
 	var kl *kubelet
 	if m := *c.Pools.KubeletMaxPods; m > 0 {
 		kl = &kubelet{MaxPods: m}
@@ -180,8 +176,8 @@ func nodeClass(c *spec.Config, name string) ec2NodeClass {
 			AssociatePublicIPAddress:   name == Public,
 			UserData:                   userData,
 			// AWS tags take the cluster's name as EKS spells it.
-			Tags:                             merge(merge(c.Input.Tags, Trace(c, name)), map[string]string{spec.ClusterLabel: cluster}),
-			CapacityReservationSelectorTerms: reservations,
+			Tags:                             merge(c.Input.Tags, Trace(c, name), map[string]string{spec.ClusterLabel: cluster}),
+			CapacityReservationSelectorTerms: c.Pools.CapacityReservationSelectorTerms,
 			Kubelet:                          kl,
 		},
 	}
@@ -209,10 +205,12 @@ func publicUserData() string {
 		"--" + userDataBoundary + "--\n"
 }
 
-// merge returns a new map with a's entries overridden by b's.
-func merge(a, b map[string]string) map[string]string {
-	out := make(map[string]string, len(a)+len(b))
-	maps.Copy(out, a)
-	maps.Copy(out, b)
+// merge returns a new map with each map's entries overriding those of the
+// maps before it.
+func merge(ms ...map[string]string) map[string]string {
+	out := map[string]string{}
+	for _, m := range ms {
+		maps.Copy(out, m)
+	}
 	return out
 }

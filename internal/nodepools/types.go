@@ -5,6 +5,8 @@
 // hold what the claim and the platform choose.
 package nodepools
 
+import "github.com/do-now/function-karpenter/apis/input/v1beta1"
+
 // The subset of Karpenter v1's API the patches set. Field names and JSON
 // keys follow karpenter.sh/v1 NodePool and karpenter.k8s.aws/v1
 // EC2NodeClass; the module cannot import Karpenter's Go API (it needs a
@@ -83,15 +85,10 @@ type ec2NodeClassSpec struct {
 	UserData                   *string                     `json:"userData,omitempty"`
 	Tags                       map[string]string           `json:"tags,omitempty"`
 	// CapacityReservationSelectorTerms is left out when empty: Karpenter's
-	// CEL rules refuse an empty list (and the base holds none).
-	CapacityReservationSelectorTerms []capacityReservationSelectorTerm `json:"capacityReservationSelectorTerms,omitempty"`
-	Kubelet                          *kubelet                          `json:"kubelet,omitempty"`
-}
-
-type capacityReservationSelectorTerm struct {
-	ID      string            `json:"id,omitempty"`
-	OwnerID string            `json:"ownerID,omitempty"`
-	Tags    map[string]string `json:"tags,omitempty"`
+	// CEL rules refuse an empty list (and the base holds none). The
+	// platform's terms are written in Karpenter's own shape.
+	CapacityReservationSelectorTerms []v1beta1.CapacityReservationSelectorTerm `json:"capacityReservationSelectorTerms,omitempty"`
+	Kubelet                          *kubelet                                  `json:"kubelet,omitempty"`
 }
 
 type kubelet struct {

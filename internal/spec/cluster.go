@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -210,14 +209,14 @@ func validateSourceRef(p *field.Path, s v1beta1.SourceRef, override bool) field.
 // Karpenter's selector terms refuse.
 func validateSelectorTag(p *field.Path, k, v string) field.ErrorList {
 	var errs field.ErrorList
-	if k == "" || utf8.RuneCountInString(k) > 128 || !tagCharacter.MatchString(k) {
-		errs = append(errs, field.Invalid(p, k, "tag keys are 1-128 letters, digits, spaces and _.:/=+-@"))
+	if !validTagKey(k) {
+		errs = append(errs, field.Invalid(p, k, tagKeyRule))
 	}
 	switch {
 	case v == "":
 		errs = append(errs, field.Invalid(p, v, "selector tag values must not be empty; use \"*\" to match any value"))
-	case utf8.RuneCountInString(v) > 256 || !tagCharacter.MatchString(v) && v != "*":
-		errs = append(errs, field.Invalid(p, v, "tag values are up to 256 letters, digits, spaces and _.:/=+-@"))
+	case v != "*" && !validTagValue(v):
+		errs = append(errs, field.Invalid(p, v, tagValueRule))
 	}
 	return errs
 }
@@ -295,24 +294,36 @@ func (c *Config) Delivery() Delivery {
 
 // overlaySource sets on dst every field src sets.
 func overlaySource(dst *v1beta1.SourceRef, src v1beta1.SourceRef) {
-	setDefault(&src.Kind, dst.Kind)
-	setDefault(&src.Name, dst.Name)
-	setDefault(&src.Namespace, dst.Namespace)
-	*dst = src
+	overlayStrings(map[*string]string{&dst.Kind: src.Kind, &dst.Name: src.Name, &dst.Namespace: src.Namespace})
+}
+
+// overlayStrings sets each field to its value where the value is set: an
+// override layer's fields over what they override.
+func overlayStrings(fields map[*string]string) {
+	for to, from := range fields {
+		if from != "" {
+			*to = from
+		}
+	}
 }
 
 // Tenant is what the platform's tenancy declares for the claimed cluster;
 // false when it declares nothing for it.
 func (c *Config) Tenant() (v1beta1.TenantCluster, bool) {
-	if c.Input.Tenancy == nil {
+	i := tenantIndex(c.Input, c.Spec.Cluster.Name)
+	if i < 0 {
 		return v1beta1.TenantCluster{}, false
 	}
-	for _, cl := range c.Input.Tenancy.Clusters {
-		if cl.Name == c.Spec.Cluster.Name {
-			return cl, true
-		}
+	return c.Input.Tenancy.Clusters[i], true
+}
+
+// tenantIndex is the index of cluster in the platform's tenancy, -1 when
+// it declares nothing for it.
+func tenantIndex(in v1beta1.Input, cluster string) int {
+	if in.Tenancy == nil {
+		return -1
 	}
-	return v1beta1.TenantCluster{}, false
+	return slices.IndexFunc(in.Tenancy.Clusters, func(cl v1beta1.TenantCluster) bool { return cl.Name == cluster })
 }
 
 var (

@@ -124,13 +124,10 @@ func resolvePools(in v1beta1.Input, cluster string) (v1beta1.Pools, origins) {
 	from := origins{}
 	overlayPools(&eff, in.Pools)
 	from.record(field.NewPath("input", "pools"), in.Pools)
-	if in.Tenancy != nil {
-		for i, cl := range in.Tenancy.Clusters {
-			if cl.Name == cluster && cl.Pools != nil {
-				overlayPools(&eff, *cl.Pools)
-				from.record(field.NewPath("input", "tenancy", "clusters").Index(i).Child("pools"), *cl.Pools)
-			}
-		}
+	if i := tenantIndex(in, cluster); i >= 0 && in.Tenancy.Clusters[i].Pools != nil {
+		override := *in.Tenancy.Clusters[i].Pools
+		overlayPools(&eff, override)
+		from.record(field.NewPath("input", "tenancy", "clusters").Index(i).Child("pools"), override)
 	}
 	if eff.Allowed.CapacityTypes == nil {
 		eff.Allowed.CapacityTypes = slices.Clone(DefaultCapacityTypes)
@@ -166,7 +163,7 @@ func overlayPools(dst *v1beta1.Pools, src v1beta1.Pools) {
 		v := *src.KubeletMaxPods
 		dst.KubeletMaxPods = &v
 	}
-	for to, from := range map[*string]string{
+	overlayStrings(map[*string]string{
 		&dst.MinMemory:                       src.MinMemory,
 		&dst.MaxLimits.CPU:                   src.MaxLimits.CPU,
 		&dst.MaxLimits.Memory:                src.MaxLimits.Memory,
@@ -175,11 +172,7 @@ func overlayPools(dst *v1beta1.Pools, src v1beta1.Pools) {
 		&dst.Defaults.ExpireAfter:            src.Defaults.ExpireAfter,
 		&dst.Defaults.TerminationGracePeriod: src.Defaults.TerminationGracePeriod,
 		&dst.Defaults.DisruptionBudget:       src.Defaults.DisruptionBudget,
-	} {
-		if from != "" {
-			*to = from
-		}
-	}
+	})
 	if src.CapacityReservationSelectorTerms != nil {
 		dst.CapacityReservationSelectorTerms = slices.Clone(src.CapacityReservationSelectorTerms)
 	}

@@ -322,16 +322,31 @@ func validateTags(p *field.Path, tags map[string]string) field.ErrorList {
 	for k, v := range tags {
 		kp := p.Key(k)
 		switch {
-		case k == "" || utf8.RuneCountInString(k) > 128 || !tagCharacter.MatchString(k):
-			errs = append(errs, field.Invalid(kp, k, "tag keys are 1-128 letters, digits, spaces and _.:/=+-@"))
+		case !validTagKey(k):
+			errs = append(errs, field.Invalid(kp, k, tagKeyRule))
 		case strings.HasPrefix(strings.ToLower(k), "aws:"):
 			errs = append(errs, field.Invalid(kp, k, "the aws: prefix is reserved by AWS"))
 		case reservedTag(k):
 			errs = append(errs, field.Invalid(kp, k, "Karpenter and EKS set this tag themselves; Karpenter refuses node classes that set it"))
 		}
-		if utf8.RuneCountInString(v) > 256 || !tagCharacter.MatchString(v) {
-			errs = append(errs, field.Invalid(kp, v, "tag values are up to 256 letters, digits, spaces and _.:/=+-@"))
+		if !validTagValue(v) {
+			errs = append(errs, field.Invalid(kp, v, tagValueRule))
 		}
 	}
 	return errs
+}
+
+// AWS's rules for a tag's key and value; AWS counts their lengths in
+// Unicode characters, not bytes.
+const (
+	tagKeyRule   = "tag keys are 1-128 letters, digits, spaces and _.:/=+-@"
+	tagValueRule = "tag values are up to 256 letters, digits, spaces and _.:/=+-@"
+)
+
+func validTagKey(k string) bool {
+	return k != "" && utf8.RuneCountInString(k) <= 128 && tagCharacter.MatchString(k)
+}
+
+func validTagValue(v string) bool {
+	return utf8.RuneCountInString(v) <= 256 && tagCharacter.MatchString(v)
 }
