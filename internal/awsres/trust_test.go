@@ -21,15 +21,20 @@ func TestTrustBindsWhatTheAssociationBinds(t *testing.T) {
 		reason  string
 		input   map[string]any
 		account string
+		// binds is what the association must bind, written out, so the
+		// test cannot pass on two builders wrong the same way.
+		binds [3]string // cluster, namespace, service account
 	}{
 		"Defaults": {
 			reason:  "The controller's default namespace and service account, karpenter/karpenter.",
 			account: "111122223333",
+			binds:   [3]string{"prod-eu", "karpenter", "karpenter"},
 		},
 		"PlatformIdentity": {
 			reason:  "A platform that runs the controller elsewhere scopes the trust there too.",
 			input:   map[string]any{"podIdentity": map[string]any{"namespace": "autoscaling", "serviceAccount": "karpenter-controller"}},
 			account: "444455556666",
+			binds:   [3]string{"prod-eu", "autoscaling", "karpenter-controller"},
 		},
 	}
 	for name, tc := range cases {
@@ -62,6 +67,9 @@ func TestTrustBindsWhatTheAssociationBinds(t *testing.T) {
 			}
 			if len(trust.Statement) != 1 {
 				t.Fatalf("want one trust statement, got %d", len(trust.Statement))
+			}
+			if got := [3]string{*assoc.ClusterName, *assoc.Namespace, *assoc.ServiceAccount}; got != tc.binds {
+				t.Errorf("\n%s\nthe association binds %v, want %v", tc.reason, got, tc.binds)
 			}
 			want := map[string]map[string][]string{"StringEquals": {
 				"aws:SourceAccount":                         {tc.account},
