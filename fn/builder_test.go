@@ -59,6 +59,105 @@ func aRequest(t testing.TB) *requestBuilder {
 	}
 }
 
+// aNamespacedRequest is aRequest's story told through the namespaced API:
+// team-a creates the XR itself, in its namespace, with the same spec.
+func aNamespacedRequest(t testing.TB) *requestBuilder {
+	b := aRequest(t)
+	b.xr["apiVersion"] = "platform.m.socle.do-now.io/v1alpha1"
+	b.xr["kind"] = "Karpenter"
+	b.xr["metadata"] = map[string]any{"name": "karpenter", "namespace": "team-a"}
+	delete(b.xr["spec"].(map[string]any), "claimRef")
+	return b
+}
+
+// An api is one of the platform's APIs as the tests see it, written out
+// here rather than read from internal/scope, so a wrong table fails them.
+type api struct {
+	name    string
+	request func(testing.TB) *requestBuilder
+	// namespace is where everything is composed: empty for cluster scope.
+	namespace string
+	// kinds maps each kind composed to the apiVersion it must have.
+	kinds map[string]string
+	// providerConfigKind is what every providerConfigRef names besides
+	// its name; empty when it names only a name.
+	providerConfigKind string
+}
+
+var (
+	claimAPI = api{
+		name: "claim", request: aRequest,
+		kinds: map[string]string{
+			"Role": "iam.aws.upbound.io/v1beta1", "RolePolicy": "iam.aws.upbound.io/v1beta1",
+			"Queue": "sqs.aws.upbound.io/v1beta1", "QueuePolicy": "sqs.aws.upbound.io/v1beta1",
+			"Rule": "cloudwatchevents.aws.upbound.io/v1beta1", "Target": "cloudwatchevents.aws.upbound.io/v1beta1",
+			"PodIdentityAssociation": "eks.aws.upbound.io/v1beta1",
+			"Object":                 "kubernetes.crossplane.io/v1alpha2",
+			"ClusterUsage":           "protection.crossplane.io/v1beta1",
+		},
+	}
+	namespacedAPI = api{
+		name: "namespaced", request: aNamespacedRequest, namespace: "team-a",
+		kinds: map[string]string{
+			"Role": "iam.aws.m.upbound.io/v1beta1", "RolePolicy": "iam.aws.m.upbound.io/v1beta1",
+			"Queue": "sqs.aws.m.upbound.io/v1beta1", "QueuePolicy": "sqs.aws.m.upbound.io/v1beta1",
+			"Rule": "cloudwatchevents.aws.m.upbound.io/v1beta1", "Target": "cloudwatchevents.aws.m.upbound.io/v1beta1",
+			"PodIdentityAssociation": "eks.aws.m.upbound.io/v1beta1",
+			"Object":                 "kubernetes.m.crossplane.io/v1alpha1",
+			"Usage":                  "protection.crossplane.io/v1beta1",
+		},
+		providerConfigKind: "ClusterProviderConfig",
+	}
+	apis = []api{claimAPI, namespacedAPI}
+)
+
+// checkScope checks that every resource rsp composes is of the API's kinds,
+// in its namespace, bound to its kind of provider config, and that a Usage
+// selects its ends in that namespace.
+func (a api) checkScope(t *testing.T, where string, rsp *fnv1.RunFunctionResponse) {
+	t.Helper()
+	for name, r := range rsp.GetDesired().GetResources() {
+		o := r.GetResource().AsMap()
+		kind, _ := o["kind"].(string)
+		want, ok := a.kinds[kind]
+		if !ok || o["apiVersion"] != want {
+			t.Errorf("%s: %s is %v %s; the %s API composes %v", where, name, o["apiVersion"], kind, a.name, a.kinds)
+		}
+		md, _ := o["metadata"].(map[string]any)
+		if ns, _ := md["namespace"].(string); ns != a.namespace {
+			t.Errorf("%s: %s is in namespace %q, want %q", where, name, ns, a.namespace)
+		}
+		spec, _ := o["spec"].(map[string]any)
+		if ref, ok := spec["providerConfigRef"].(map[string]any); ok {
+			if k, _ := ref["kind"].(string); k != a.providerConfigKind {
+				t.Errorf("%s: %s's providerConfigRef %v, want kind %q", where, name, ref, a.providerConfigKind)
+			}
+		} else if kind != "ClusterUsage" && kind != "Usage" {
+			t.Errorf("%s: %s has no providerConfigRef", where, name)
+		}
+		for _, end := range []string{"of", "by"} {
+			ref, ok := spec[end].(map[string]any)
+			if !ok {
+				continue
+			}
+			sel, _ := ref["resourceSelector"].(map[string]any)
+			if ns, _ := sel["namespace"].(string); end == "of" && ns != a.namespace {
+				t.Errorf("%s: %s selects its %s in namespace %q, want %q", where, name, end, ns, a.namespace)
+			}
+			k, _ := ref["kind"].(string)
+			if want := a.kinds[k]; ref["apiVersion"] != want {
+				t.Errorf("%s: %s's %s is %v %v, want apiVersion %s", where, name, end, ref["apiVersion"], ref["kind"], want)
+			}
+		}
+	}
+}
+
+// withXRNamespace moves a namespaced XR to another namespace.
+func (b *requestBuilder) withXRNamespace(ns string) *requestBuilder {
+	b.xr["metadata"].(map[string]any)["namespace"] = ns
+	return b
+}
+
 // withSpec sets a dotted path under the XR's spec.
 func (b *requestBuilder) withSpec(path string, v any) *requestBuilder {
 	setPath(b.xr["spec"].(map[string]any), path, v)
@@ -86,9 +185,11 @@ func (b *requestBuilder) observing(objs map[resource.Name]map[string]any) *reque
 }
 
 // requiring answers a requirement with what Crossplane found for it.
+// Crossplane answers every requirement of a response at once: the
+// function's others then resolve to nothing found.
 func (b *requestBuilder) requiring(name string, objs ...map[string]any) *requestBuilder {
 	if b.required == nil {
-		b.required = map[string][]map[string]any{}
+		b.required = map[string][]map[string]any{claimRoles: nil, namespacedRoles: nil}
 	}
 	b.required[name] = objs
 	return b

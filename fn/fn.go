@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/do-now/function-karpenter/internal/awsres"
+	"github.com/do-now/function-karpenter/internal/scope"
 	"github.com/do-now/function-karpenter/internal/sequence"
 	"github.com/do-now/function-karpenter/internal/spec"
 	"github.com/do-now/function-karpenter/internal/status"
@@ -47,15 +48,22 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 		response.Fatal(rsp, errors.Wrap(err, "cannot get observed composite resource"))
 		return rsp, nil
 	}
-	log := f.log.WithValues("xr-kind", oxr.Resource.GetKind(), "xr-name", oxr.Resource.GetName())
+	log := f.log.WithValues("xr-kind", oxr.Resource.GetKind(), "xr-namespace", oxr.Resource.GetNamespace(), "xr-name", oxr.Resource.GetName())
 
+	xr, err := scope.Read(oxr.Resource.Object)
+	if err != nil {
+		log.Info("refusing an XR of no API the function serves", "error", err.Error())
+		refuse(rsp, oxr, ReasonInvalid, errors.Wrapf(err, "invalid %s %q: apiVersion", oxr.Resource.GetKind(), oxr.Resource.GetName()))
+		return rsp, nil
+	}
 	xrSpec, _ := oxr.Resource.Object["spec"].(map[string]any)
-	cfg, errs := spec.Load(spec.OwnerOf(oxr.Resource.Object), xrSpec, req.GetInput())
+	cfg, errs := spec.Load(spec.OwnerOf(oxr.Resource.Object, xr.API), xrSpec, req.GetInput())
 	if len(errs) > 0 {
 		log.Info("refusing invalid XR or input", "error", errs.ToAggregate().Error())
 		refuse(rsp, oxr, ReasonInvalid, errors.Errorf("invalid %s %q: %s", oxr.Resource.GetKind(), oxr.Resource.GetName(), errs.ToAggregate().Error()))
 		return rsp, nil
 	}
+	cfg.XR = xr
 
 	observed, err := request.GetObservedComposedResources(req)
 	if err != nil {
@@ -66,14 +74,19 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 	// Which XRs hold the cluster: asked of Crossplane on every call, judged
 	// once it answered (it calls again with the answer, in the same
 	// reconcile, before anything is applied).
-	rsp.Requirements = &fnv1.Requirements{Resources: map[string]*fnv1.ResourceSelector{tenancy.Requirement: tenancy.Selector(cfg)}}
-	roles, resolved, err := request.GetRequiredResource(req, tenancy.Requirement)
-	if err != nil {
-		response.Fatal(rsp, errors.Wrap(err, "cannot read the cluster's controller roles"))
-		return rsp, nil
+	rsp.Requirements = &fnv1.Requirements{Resources: tenancy.Requirements(cfg)}
+	var roles []resource.Required
+	resolved := true
+	for name := range rsp.Requirements.Resources {
+		found, ok, err := request.GetRequiredResource(req, name)
+		if err != nil {
+			response.Fatal(rsp, errors.Wrap(err, "cannot read the cluster's controller roles"))
+			return rsp, nil
+		}
+		roles, resolved = append(roles, found...), resolved && ok
 	}
 	if resolved {
-		if e := tenancy.Claimed(cfg, oxr.Resource.GetName(), roles); e != nil {
+		if e := tenancy.Claimed(cfg, xr, roles); e != nil {
 			errs = append(errs, e)
 		}
 	}

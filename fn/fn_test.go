@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"sort"
 	"strings"
 	"testing"
@@ -194,11 +195,22 @@ func forProvider(rsp *fnv1.RunFunctionResponse, name, field string) any {
 // TestWalkToReady walks one claim from nothing to Ready, with fake providers
 // creating what the function asks for, and checks what appears at each
 // round; a failed access check holds the controller back; then a Ready
-// resource turns unready and nothing goes.
+// resource turns unready and nothing goes. The same walk, from the same
+// table, for both APIs: only the kinds and where they live differ.
 func TestWalkToReady(t *testing.T) {
+	for _, a := range apis {
+		t.Run(a.name, func(t *testing.T) { walkToReady(t, a) })
+	}
+}
+
+func walkToReady(t *testing.T, a api) {
 	aws := fakeProviders{t: t, account: account}
+	calls := 0
 	call := func(observed map[resource.Name]map[string]any) *fnv1.RunFunctionResponse {
-		return run(t, aRequest(t).observing(observed).build())
+		rsp := run(t, a.request(t).observing(observed).build())
+		calls++
+		a.checkScope(t, fmt.Sprintf("call %d", calls), rsp)
+		return rsp
 	}
 
 	rsp := call(nil)
@@ -221,7 +233,11 @@ func TestWalkToReady(t *testing.T) {
 	observed = aws.observe(rsp, true)
 	rsp = call(observed)
 	round{desired: union(step1, step2, []string{"controller-namespace"}), usages: targetUsages, ready: union(step1, step2), conditions: wantConditions(2, "Creating")}.check(t, "step 2 Ready", rsp)
-	if got := rsp.GetDesired().GetResources()["controller-namespace"].GetResource().AsMap()["spec"].(map[string]any)["providerConfigRef"]; !cmp.Equal(got, map[string]any{"name": "prod-eu"}) {
+	wantRef := map[string]any{"name": "prod-eu"}
+	if a.providerConfigKind != "" {
+		wantRef["kind"] = a.providerConfigKind
+	}
+	if got := rsp.GetDesired().GetResources()["controller-namespace"].GetResource().AsMap()["spec"].(map[string]any)["providerConfigRef"]; !cmp.Equal(got, wantRef) {
 		t.Errorf("the namespace's Object goes through providerConfigRef %v, want the claimed cluster's own (prod-eu)", got)
 	}
 

@@ -41,6 +41,20 @@ func TestTenancy(t *testing.T) {
 			req:    aRequest(t).withInput("tenancy", nil),
 			want:   "input.tenancy: Forbidden",
 		},
+		"NamespacedXR": {
+			reason: "A namespaced XR's own namespace is the tenant: team-a's XR may claim prod-eu.",
+			req:    aNamespacedRequest(t),
+		},
+		"NamespacedXROfAnotherTenant": {
+			reason: "team-b's namespaced XR may not take team-a's cluster: no claimRef to forge, the XR's namespace decides.",
+			req:    aNamespacedRequest(t).withXRNamespace("team-b"),
+			want:   "spec.cluster.name: Forbidden: claims from namespace \"team-b\" may not target cluster \"prod-eu\"",
+		},
+		"NamespacedXRNamingAClaim": {
+			reason: "A claimRef written into a namespaced XR's spec is no claim: the spec has no such field, and the XR's namespace decides.",
+			req:    aNamespacedRequest(t).withXRNamespace("team-b").withSpec("claimRef", map[string]any{"name": "karpenter", "namespace": "team-a"}),
+			want:   "spec.cluster.name: Forbidden: claims from namespace \"team-b\" may not target cluster \"prod-eu\"",
+		},
 		"NodeRoleOfAnotherAccount": {
 			reason: "A node role from another account would let the controller pass a foreign role to EC2.",
 			req:    aRequest(t).withSpec("nodeIdentity.roleArn", "arn:aws:iam::999988887777:role/prod-eu-bootstrap-nodes"),
@@ -119,6 +133,21 @@ func TestIdentityIsImmutable(t *testing.T) {
 	}
 }
 
+// The requirements the function asks for: the controller roles of each API.
+const (
+	claimRoles      = "cluster-controller-roles-claim"
+	namespacedRoles = "cluster-controller-roles-namespaced"
+)
+
+// namespacedRole is a controller role for prod-eu as Crossplane labels it
+// when the namespaced XR namespace/xr composed it.
+func namespacedRole(xr, namespace, created string) map[string]any {
+	r := controllerRole(xr, "", "", created)
+	r["apiVersion"] = "iam.aws.m.upbound.io/v1beta1"
+	r["metadata"].(map[string]any)["namespace"] = namespace
+	return r
+}
+
 // controllerRole is a controller role for prod-eu as Crossplane labels it
 // when XR xr, claimed from namespace/claim (empty for none), composed it.
 func controllerRole(xr, namespace, claim, created string) map[string]any {
@@ -159,30 +188,50 @@ func TestOneKarpenterPerCluster(t *testing.T) {
 		},
 		"NoRoleYet": {
 			reason: "Nobody holds the cluster.",
-			req:    aRequest(t).requiring("cluster-controller-roles"),
+			req:    aRequest(t).requiring(claimRoles),
 		},
 		"OwnRoleOnly": {
 			reason: "The XR's own role is not a rival.",
-			req:    aRequest(t).requiring("cluster-controller-roles", controllerRole(self, "team-a", "karpenter", earlier)),
+			req:    aRequest(t).requiring(claimRoles, controllerRole(self, "team-a", "karpenter", earlier)),
 		},
 		"HeldByAnotherClaim": {
 			reason: "team-c's claim holds prod-eu: team-a's is refused and says by whom.",
-			req:    aRequest(t).requiring("cluster-controller-roles", other),
+			req:    aRequest(t).requiring(claimRoles, other),
 			want:   `spec.cluster.name: Forbidden: cluster "prod-eu" is already claimed by claim team-c/karpenter`,
 		},
 		"HeldByThePlatform": {
 			reason: "An XR without a claim holds prod-eu.",
-			req:    aRequest(t).requiring("cluster-controller-roles", controllerRole("platform-karpenter", "", "", earlier)),
+			req:    aRequest(t).requiring(claimRoles, controllerRole("platform-karpenter", "", "", earlier)),
 			want:   `cluster "prod-eu" is already claimed by XKarpenter platform-karpenter`,
 		},
 		"RaceLostByTheYounger": {
 			reason: "Both XRs composed a role at once: the one with the younger role gives way.",
-			req:    aRequest(t).requiring("cluster-controller-roles", controllerRole(self, "team-a", "karpenter", later), other),
+			req:    aRequest(t).requiring(claimRoles, controllerRole(self, "team-a", "karpenter", later), other),
 			want:   `already claimed by claim team-c/karpenter`,
+		},
+		"NamespacedXRHeldByAClaim": {
+			reason: "team-c's claim holds prod-eu: team-a's namespaced XR is refused, across APIs.",
+			req:    aNamespacedRequest(t).requiring(claimRoles, other),
+			want:   `cluster "prod-eu" is already claimed by claim team-c/karpenter`,
+		},
+		"ClaimHeldByANamespacedXR": {
+			reason: "team-c's namespaced XR holds prod-eu: team-a's claim is refused, across APIs.",
+			req:    aRequest(t).requiring(namespacedRoles, namespacedRole("karpenter", "team-c", earlier)),
+			want:   `cluster "prod-eu" is already claimed by Karpenter team-c/karpenter`,
+		},
+		"OwnNamespacedRole": {
+			reason: "The namespaced XR's own role, in its own namespace, is not a rival.",
+			req:    aNamespacedRequest(t).requiring(namespacedRoles, namespacedRole("karpenter", "team-a", earlier)),
+		},
+		"SameNameInAnotherNamespace": {
+			reason: "Two namespaced XRs may share a name: team-c/karpenter's older role holds the cluster against team-a/karpenter.",
+			req: aNamespacedRequest(t).requiring(namespacedRoles,
+				namespacedRole("karpenter", "team-a", later), namespacedRole("karpenter", "team-c", earlier)),
+			want: `cluster "prod-eu" is already claimed by Karpenter team-c/karpenter`,
 		},
 		"RaceWonByTheOlder": {
 			reason: "Both XRs composed a role at once: the one with the older role keeps the cluster.",
-			req: aRequest(t).requiring("cluster-controller-roles", controllerRole(self, "team-a", "karpenter", earlier),
+			req: aRequest(t).requiring(claimRoles, controllerRole(self, "team-a", "karpenter", earlier),
 				controllerRole("team-c-karpenter-q9w8e", "team-c", "karpenter", later)),
 		},
 	}
@@ -191,10 +240,18 @@ func TestOneKarpenterPerCluster(t *testing.T) {
 			rsp := run(t, tc.req.build())
 			checkDecision(t, tc.reason, tc.want, rsp)
 			// Every answer asks again, so a rival that appears later is seen.
-			sel := rsp.GetRequirements().GetResources()["cluster-controller-roles"]
+			// Roles of both APIs, the namespaced ones in every namespace, so
+			// a claim and a namespaced XR see each other.
 			wantLabels := map[string]string{"socle.do-now.io/cluster": "prod-eu", "socle.do-now.io/composition-resource": "controller-role"}
-			if sel.GetApiVersion() != "iam.aws.upbound.io/v1beta1" || sel.GetKind() != "Role" || !cmp.Equal(wantLabels, sel.GetMatchLabels().GetLabels()) {
-				t.Errorf("requirement %v, want the Roles labelled %v", sel, wantLabels)
+			reqs := rsp.GetRequirements().GetResources()
+			if len(reqs) != 2 {
+				t.Errorf("requirements %v, want the roles of both APIs", reqs)
+			}
+			for key, apiVersion := range map[string]string{claimRoles: "iam.aws.upbound.io/v1beta1", namespacedRoles: "iam.aws.m.upbound.io/v1beta1"} {
+				sel := reqs[key]
+				if sel.GetApiVersion() != apiVersion || sel.GetKind() != "Role" || sel.GetNamespace() != "" || !cmp.Equal(wantLabels, sel.GetMatchLabels().GetLabels()) {
+					t.Errorf("requirement %s %v, want the %s Roles labelled %v in every namespace", key, sel, apiVersion, wantLabels)
+				}
 			}
 		})
 	}

@@ -1,7 +1,10 @@
-// Package v1alpha1 holds the platform API tenants use: the cluster-scoped
-// XKarpenter composite and its namespaced Karpenter claim. The XRD in
-// apis/definition.yaml is generated from these types (go generate ./apis/...);
-// never edit it by hand.
+// Package v1alpha1 holds the platform API tenants use, in its two forms: the
+// cluster-scoped XKarpenter composite with its namespaced Karpenter claim
+// (apiextensions.crossplane.io/v1, apis/definition.yaml), and the namespaced
+// Karpenter XR of Crossplane v2 (apiextensions.crossplane.io/v2, group
+// platform.m.socle.do-now.io, apis/definition-namespaced.yaml). Both XRDs
+// are generated from these types (go generate ./apis/...), so their spec and
+// status are the same; never edit them by hand.
 //
 // +kubebuilder:object:generate=true
 // +groupName=platform.socle.do-now.io
@@ -19,4 +22,15 @@ const (
 	Plural       = "xkarpenters"
 	ClaimPlural  = "karpenters"
 	DefinitionID = Plural + "." + Group
+)
+
+// The namespaced XR: a tenant creates it in its own namespace, without a
+// claim. Its group differs from the claim API's so that both XRDs can be
+// installed side by side; like them, these names are API.
+const (
+	NamespacedGroup        = "platform.m.socle.do-now.io"
+	NamespacedAPIVersion   = NamespacedGroup + "/" + Version
+	NamespacedKind         = "Karpenter"
+	NamespacedPlural       = "karpenters"
+	NamespacedDefinitionID = NamespacedPlural + "." + NamespacedGroup
 )

@@ -19,8 +19,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/do-now/function-karpenter/internal/scope"
 	"github.com/do-now/function-karpenter/internal/spec"
 )
 
@@ -30,15 +30,6 @@ const (
 	ServiceAccount fnresource.Name = "controller-service-account"
 	AccessCheck    fnresource.Name = "access-check"
 )
-
-// The provider-kubernetes Object that carries each manifest.
-const (
-	ObjectAPIVersion = "kubernetes.crossplane.io/v1alpha2"
-	ObjectKind       = "Object"
-)
-
-// ObjectGroupKind is the Object's group and kind, whatever its version.
-var ObjectGroupKind = schema.GroupKind{Group: "kubernetes.crossplane.io", Kind: ObjectKind}
 
 // JobComplete is the access check's readiness as provider-kubernetes
 // evaluates it on the observed Job: Complete, not merely created.
@@ -121,8 +112,8 @@ func Objects(c *spec.Config) (map[fnresource.Name]runtime.Object, error) {
 }
 
 // Object wraps a manifest for the claimed cluster in a provider-kubernetes
-// Object, applied through the cluster's ProviderConfig and judged Ready as
-// r says.
+// Object (the claim API's kind, which scope turns into the XR's), applied
+// through the cluster's ProviderConfig and judged Ready as r says.
 func Object(c *spec.Config, m runtime.Object, r Readiness) (*unstructured.Unstructured, error) {
 	// Converted as the SDK converts composed resources, so empty structs
 	// are omitted and the manifest says only what we mean.
@@ -140,8 +131,8 @@ func Object(c *spec.Config, m runtime.Object, r Readiness) (*unstructured.Unstru
 		objSpec["readiness"] = map[string]any(r)
 	}
 	return &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": ObjectAPIVersion,
-		"kind":       ObjectKind,
+		"apiVersion": scope.Kubernetes,
+		"kind":       scope.ObjectKind,
 		"spec":       objSpec,
 	}}, nil
 }

@@ -8,7 +8,7 @@ import (
 	"github.com/crossplane/function-sdk-go/resource/composed"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/do-now/function-karpenter/internal/cluster"
+	"github.com/do-now/function-karpenter/internal/scope"
 )
 
 // Health is what an observed resource's own status says.
@@ -26,7 +26,7 @@ type Health struct {
 func Observe(ocd resource.ObservedComposed) Health {
 	r := ocd.Resource
 	h := Health{Ready: r.GetCondition(xpv1.TypeReady).Status == corev1.ConditionTrue}
-	object := r.GroupVersionKind().GroupKind() == cluster.ObjectGroupKind
+	object := scope.IsObject(r.GroupVersionKind().GroupKind())
 	if object {
 		if kind, _ := r.GetString("status.atProvider.manifest.kind"); kind == "Job" {
 			h = observeJob(r)

@@ -1,6 +1,8 @@
 package sequence
 
 import (
+	"fmt"
+
 	"github.com/crossplane/function-sdk-go/resource"
 	"k8s.io/apimachinery/pkg/runtime"
 
@@ -20,9 +22,10 @@ const (
 )
 
 // Steps is the whole sequence for one XR, in order; o is what AWS reported
-// for step one, which step two is built from.
+// for step one, which step two is built from. Every resource is built in the
+// claim API's kinds and composed as the XR's API composes it.
 func Steps(c *spec.Config, o awsres.Observed) []Step {
-	return []Step{
+	steps := []Step{
 		{
 			Condition: IdentityReady,
 			Build:     func() (map[resource.Name]runtime.Object, error) { return awsres.Identity(c) },
@@ -47,4 +50,23 @@ func Steps(c *spec.Config, o awsres.Observed) []Step {
 			Build:     func() (map[resource.Name]runtime.Object, error) { return flux.Nodes(c) },
 		},
 	}
+	for i := range steps {
+		build := steps[i].Build
+		steps[i].Build = func() (map[resource.Name]runtime.Object, error) {
+			objs, err := build()
+			if err != nil {
+				return nil, err
+			}
+			out := make(map[resource.Name]runtime.Object, len(objs))
+			for name, o := range objs {
+				cd, err := c.XR.Compose(o)
+				if err != nil {
+					return nil, fmt.Errorf("cannot compose %s: %w", name, err)
+				}
+				out[name] = cd
+			}
+			return out, nil
+		}
+	}
+	return steps
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/do-now/function-karpenter/apis/v1alpha1"
 	"github.com/do-now/function-karpenter/internal/naming"
 	"github.com/do-now/function-karpenter/internal/policy"
+	"github.com/do-now/function-karpenter/internal/scope"
 )
 
 // Defaults of the function input.
@@ -39,12 +40,14 @@ type Owner struct {
 	Name      string
 }
 
-// OwnerOf reads an XR's owner: the claim its spec.claimRef names, else the
-// XR itself.
-func OwnerOf(xr map[string]any) Owner {
+// OwnerOf reads the owner of an XR of api: the claim its spec.claimRef
+// names, when api has claims (Crossplane writes that field), else the XR
+// itself. A namespaced XR's spec.claimRef, which its tenant could write,
+// names no one.
+func OwnerOf(xr map[string]any, api scope.API) Owner {
 	str := func(m map[string]any, k string) string { v, _ := m[k].(string); return v }
 	s, _ := xr["spec"].(map[string]any)
-	if ref, ok := s["claimRef"].(map[string]any); ok && str(ref, "name") != "" {
+	if ref, ok := s["claimRef"].(map[string]any); ok && api.Claims && str(ref, "name") != "" {
 		return Owner{Namespace: str(ref, "namespace"), Name: str(ref, "name")}
 	}
 	meta, _ := xr["metadata"].(map[string]any)
@@ -56,6 +59,9 @@ type Config struct {
 	Spec  v1alpha1.XKarpenterSpec
 	Input v1beta1.Input
 	Owner Owner
+	// XR is the composite this call composes for, and its API. The
+	// function sets it from the observed XR; Load does not read it.
+	XR scope.XR
 
 	// Pools is the platform's pool policy for the claimed cluster:
 	// input.pools with the cluster's override applied, every field set.

@@ -9,13 +9,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/do-now/function-karpenter/internal/awsres"
+	"github.com/do-now/function-karpenter/internal/scope"
 	"github.com/do-now/function-karpenter/internal/sequence"
 	"github.com/do-now/function-karpenter/internal/spec"
 )
-
-// Requirement names the resources the function asks Crossplane for: the
-// controller roles composed for the claimed cluster, by any XR.
-const Requirement = "cluster-controller-roles"
 
 // Labels Crossplane sets on every composed resource.
 const (
@@ -24,30 +21,42 @@ const (
 	claimNamespaceLabel = "crossplane.io/claim-namespace"
 )
 
-// Selector selects every controller role composed for c's cluster: one
-// cluster holds one Karpenter, so another XR's role means the cluster is
-// taken.
-func Selector(c *spec.Config) *fnv1.ResourceSelector {
-	return &fnv1.ResourceSelector{
-		ApiVersion: iam.Role_GroupVersionKind.GroupVersion().String(),
-		Kind:       iam.Role_Kind,
-		Match: &fnv1.ResourceSelector_MatchLabels{MatchLabels: &fnv1.MatchLabels{Labels: map[string]string{
-			spec.ClusterLabel:      spec.KubernetesName(c.Spec.Cluster.Name),
-			sequence.ResourceLabel: string(awsres.ControllerRole),
-		}}},
+// Requirement names what the function asks Crossplane for about one API:
+// the controller roles composed for the claimed cluster by that API's XRs.
+func Requirement(api scope.API) string { return "cluster-controller-roles-" + api.Key }
+
+// Requirements selects, for every API, every controller role composed for
+// c's cluster: one cluster holds one Karpenter, whichever API asked for it,
+// so another XR's role means the cluster is taken. A namespaced role is
+// looked for in every namespace.
+func Requirements(c *spec.Config) map[string]*fnv1.ResourceSelector {
+	out := make(map[string]*fnv1.ResourceSelector, len(scope.APIs))
+	for _, api := range scope.APIs {
+		gv, _ := api.GroupVersion(scope.IAM) // every API composes the role
+		out[Requirement(api)] = &fnv1.ResourceSelector{
+			ApiVersion: gv.String(),
+			Kind:       iam.Role_Kind,
+			Match: &fnv1.ResourceSelector_MatchLabels{MatchLabels: &fnv1.MatchLabels{Labels: map[string]string{
+				spec.ClusterLabel:      spec.KubernetesName(c.Spec.Cluster.Name),
+				sequence.ResourceLabel: string(awsres.ControllerRole),
+			}}},
+		}
 	}
+	return out
 }
 
-// Claimed refuses XR xr when another XR already holds its cluster: roles
-// are the controller roles Selector found. Two XRs created at once may both
-// have a role for a moment; the one whose role is older keeps the cluster,
-// the other is refused and composes nothing more (what it composed stays,
-// for the platform to clean up).
-func Claimed(c *spec.Config, xr string, roles []resource.Required) *field.Error {
+// Claimed refuses xr when another XR, of either API, already holds its
+// cluster: roles are the controller roles Requirements found. Two XRs
+// created at once may both have a role for a moment; the one whose role is
+// older keeps the cluster, the other is refused and composes nothing more
+// (what it composed stays, for the platform to clean up).
+func Claimed(c *spec.Config, xr scope.XR, roles []resource.Required) *field.Error {
 	var own, holder *resource.Required
 	for i := range roles {
 		r := &roles[i]
-		if r.Resource.GetLabels()[compositeLabel] == xr {
+		// An XR's role is in its namespace (none for a cluster-scoped XR),
+		// so two namespaced XRs of one name are told apart.
+		if r.Resource.GetLabels()[compositeLabel] == xr.Name && r.Resource.GetNamespace() == xr.Namespace {
 			own = r
 			continue
 		}
@@ -58,21 +67,37 @@ func Claimed(c *spec.Config, xr string, roles []resource.Required) *field.Error 
 	if holder == nil || (own != nil && older(own, holder)) {
 		return nil
 	}
-	l := holder.Resource.GetLabels()
-	by := fmt.Sprintf("XKarpenter %s", l[compositeLabel])
-	if l[claimNameLabel] != "" {
-		by = fmt.Sprintf("claim %s/%s", l[claimNamespaceLabel], l[claimNameLabel])
-	}
 	return field.Forbidden(field.NewPath("spec", "cluster", "name"),
-		fmt.Sprintf("cluster %q is already claimed by %s: one Karpenter per cluster", c.Spec.Cluster.Name, by))
+		fmt.Sprintf("cluster %q is already claimed by %s: one Karpenter per cluster", c.Spec.Cluster.Name, heldBy(holder)))
 }
 
-// older orders roles by creation, then name, so every XR agrees which one
-// came first.
+// heldBy names who holds a cluster: the claim, or the XR, its role was
+// composed for.
+func heldBy(role *resource.Required) string {
+	l := role.Resource.GetLabels()
+	if l[claimNameLabel] != "" {
+		return fmt.Sprintf("claim %s/%s", l[claimNamespaceLabel], l[claimNameLabel])
+	}
+	kind := "XR"
+	for _, api := range scope.APIs {
+		if gv, _ := api.GroupVersion(scope.IAM); gv.String() == role.Resource.GetAPIVersion() {
+			kind = api.XR.Kind
+		}
+	}
+	if ns := role.Resource.GetNamespace(); ns != "" {
+		return fmt.Sprintf("%s %s/%s", kind, ns, l[compositeLabel])
+	}
+	return fmt.Sprintf("%s %s", kind, l[compositeLabel])
+}
+
+// older orders roles by creation, then namespace and name, so every XR
+// agrees which one came first.
 func older(a, b *resource.Required) bool {
 	ta, tb := a.Resource.GetCreationTimestamp(), b.Resource.GetCreationTimestamp()
 	if !ta.Equal(&tb) {
 		return ta.Before(&tb)
 	}
-	return a.Resource.GetName() < b.Resource.GetName()
+	ka := a.Resource.GetNamespace() + "/" + a.Resource.GetName()
+	kb := b.Resource.GetNamespace() + "/" + b.Resource.GetName()
+	return ka < kb
 }

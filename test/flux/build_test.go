@@ -18,6 +18,7 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
+	"github.com/do-now/function-karpenter/internal/scope"
 	"github.com/do-now/function-karpenter/internal/spec"
 )
 
@@ -86,7 +87,7 @@ func load(t *testing.T, specEdits, inputEdits edits) *spec.Config {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, errs := spec.Load(spec.OwnerOf(xr), xrSpec, in)
+	c, errs := spec.Load(spec.OwnerOf(xr, scope.Claim), xrSpec, in)
 	if len(errs) > 0 {
 		t.Fatalf("spec.Load refused the claim: %v", errs.ToAggregate())
 	}

@@ -1,0 +1,190 @@
+// Package scope holds, as data, the two platform APIs the function serves
+// and what each composes: the claim API (a cluster-scoped XKarpenter behind
+// a namespaced Karpenter claim, composing cluster-scoped managed resources)
+// and Crossplane v2's namespaced Karpenter XR (composing namespaced managed
+// resources in its own namespace). Everything else — composed resource
+// names, the step graph, gating, tenancy, status — is one code path: the
+// builders make every resource in the claim API's kinds, and API.Compose
+// turns it into the kind the XR's API composes.
+package scope
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/crossplane/function-sdk-go/resource/composed"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/do-now/function-karpenter/apis/v1alpha1"
+)
+
+// An API is one of the platform's APIs and the kinds it composes.
+type API struct {
+	// Name is how messages and the README call it.
+	Name string
+	// Key is a short stable name, part of the names the function gives
+	// Crossplane (its requirements).
+	Key string
+	// XR is the composite's kind.
+	XR schema.GroupVersionKind
+	// Claims is true when a claim stands for the XR: Crossplane then
+	// writes spec.claimRef, and the claim's namespace is the tenant.
+	Claims bool
+	// Namespaced is true when the XR, and so everything it composes, lives
+	// in a namespace (Crossplane puts a namespaced XR's composed resources
+	// in its namespace and refuses cluster-scoped ones).
+	Namespaced bool
+	// Composes maps the apiVersion of each kind the builders make to the
+	// apiVersion this API composes it as. A kind not listed cannot be
+	// composed: adding one is a change here, checked by this package's
+	// tests against the provider's own types.
+	Composes map[string]string
+	// ProviderConfigKind is the kind a composed resource's providerConfigRef
+	// names; empty when the reference is by name only (cluster-scoped
+	// managed resources always use a cluster-scoped ProviderConfig).
+	ProviderConfigKind string
+}
+
+// The apiVersions the builders make: provider-aws' cluster-scoped managed
+// resources and provider-kubernetes' cluster-scoped Object.
+const (
+	IAM        = "iam.aws.upbound.io/v1beta1"
+	SQS        = "sqs.aws.upbound.io/v1beta1"
+	Events     = "cloudwatchevents.aws.upbound.io/v1beta1"
+	EKS        = "eks.aws.upbound.io/v1beta1"
+	Kubernetes = "kubernetes.crossplane.io/v1alpha2"
+)
+
+// ObjectKind is provider-kubernetes' Object, in either API.
+const ObjectKind = "Object"
+
+// The two APIs.
+var (
+	// Claim is the apiextensions.crossplane.io/v1 XRD with claims: the
+	// builders' kinds as they are.
+	Claim = API{
+		Name:   "claim",
+		Key:    "claim",
+		Claims: true,
+		XR:     schema.GroupVersionKind{Group: v1alpha1.Group, Version: v1alpha1.Version, Kind: v1alpha1.Kind},
+		Composes: map[string]string{
+			IAM: IAM, SQS: SQS, Events: Events, EKS: EKS, Kubernetes: Kubernetes,
+		},
+	}
+	// Namespaced is the apiextensions.crossplane.io/v2 namespaced XR:
+	// provider-aws' *.aws.m.upbound.io kinds and provider-kubernetes'
+	// kubernetes.m.crossplane.io Object, each bound to a
+	// ClusterProviderConfig the platform names, so nothing in the tenant's
+	// namespace holds or points at a credential of its own.
+	Namespaced = API{
+		Name:       "namespaced XR",
+		Key:        "namespaced",
+		XR:         schema.GroupVersionKind{Group: v1alpha1.NamespacedGroup, Version: v1alpha1.Version, Kind: v1alpha1.NamespacedKind},
+		Namespaced: true,
+		Composes: map[string]string{
+			IAM:        "iam.aws.m.upbound.io/v1beta1",
+			SQS:        "sqs.aws.m.upbound.io/v1beta1",
+			Events:     "cloudwatchevents.aws.m.upbound.io/v1beta1",
+			EKS:        "eks.aws.m.upbound.io/v1beta1",
+			Kubernetes: "kubernetes.m.crossplane.io/v1alpha1",
+		},
+		ProviderConfigKind: "ClusterProviderConfig",
+	}
+)
+
+// APIs are every API the function serves.
+var APIs = []API{Claim, Namespaced}
+
+// Of returns the API of an XR of apiVersion and kind.
+func Of(apiVersion, kind string) (API, error) {
+	gvk := schema.FromAPIVersionAndKind(apiVersion, kind)
+	for _, a := range APIs {
+		if a.XR == gvk {
+			return a, nil
+		}
+	}
+	served := make([]string, 0, len(APIs))
+	for _, a := range APIs {
+		served = append(served, a.XR.GroupVersion().String()+", Kind="+a.XR.Kind)
+	}
+	return API{}, fmt.Errorf("the function serves %s, not %s, Kind=%s", strings.Join(served, " or "), apiVersion, kind)
+}
+
+// GroupVersion is the apiVersion this API composes a built apiVersion as.
+func (a API) GroupVersion(built string) (schema.GroupVersion, error) {
+	v, ok := a.Composes[built]
+	if !ok {
+		return schema.GroupVersion{}, fmt.Errorf("the %s API composes no %s", a.Name, built)
+	}
+	return schema.ParseGroupVersion(v)
+}
+
+// IsObject tells whether gk is provider-kubernetes' Object in any API.
+func IsObject(gk schema.GroupKind) bool {
+	if gk.Kind != ObjectKind {
+		return false
+	}
+	return slices.ContainsFunc(APIs, func(a API) bool {
+		gv, err := a.GroupVersion(Kubernetes)
+		return err == nil && gv.Group == gk.Group
+	})
+}
+
+// Compose turns a resource built in the claim API's kinds into what this
+// API composes: its apiVersion, its namespace (the XR's, for a namespaced
+// XR; namespace is ignored otherwise), and its providerConfigRef's kind.
+// The managed resources' forProvider is the same in both scopes for every
+// field the builders set, which this package's tests hold against the
+// namespaced provider types.
+func (a API) Compose(o runtime.Object, namespace string) (*composed.Unstructured, error) {
+	cd, err := composed.From(o)
+	if err != nil {
+		return nil, err
+	}
+	gv, err := a.GroupVersion(cd.GetAPIVersion())
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", cd.GetKind(), cd.GetName(), err)
+	}
+	cd.SetAPIVersion(gv.String())
+	if !a.Namespaced {
+		return cd, nil
+	}
+	cd.SetNamespace(namespace)
+	spec, _ := cd.Object["spec"].(map[string]any)
+	if ref, ok := spec["providerConfigRef"].(map[string]any); ok {
+		ref["kind"] = a.ProviderConfigKind
+	}
+	return cd, nil
+}
+
+// An XR is the composite one call composes for: its API, and where it
+// lives.
+type XR struct {
+	API API
+	// Namespace is the XR's namespace; empty for a cluster-scoped XR.
+	Namespace string
+	Name      string
+}
+
+// Read identifies the observed XR.
+func Read(xr map[string]any) (XR, error) {
+	str := func(m map[string]any, k string) string { v, _ := m[k].(string); return v }
+	md, _ := xr["metadata"].(map[string]any)
+	api, err := Of(str(xr, "apiVersion"), str(xr, "kind"))
+	if err != nil {
+		return XR{}, err
+	}
+	x := XR{API: api, Namespace: str(md, "namespace"), Name: str(md, "name")}
+	if api.Namespaced && x.Namespace == "" {
+		return XR{}, fmt.Errorf("a %s %s has no namespace", api.XR.Kind, x.Name)
+	}
+	return x, nil
+}
+
+// Compose turns a resource built in the claim API's kinds into what this
+// XR composes.
+func (x XR) Compose(o runtime.Object) (*composed.Unstructured, error) {
+	return x.API.Compose(o, x.Namespace)
+}
