@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Renders the example claim through every step of the sequence with the real
-# crossplane CLI against the function running locally, as a platform engineer
-# would on a laptop. Usage: hack/render.sh CROSSPLANE_BIN OUTPUT_DIR
+# Renders the example claim, then the example namespaced XR, through every
+# step of the sequence with the real crossplane CLI against the function
+# running locally, as a platform engineer would on a laptop.
+# Usage: hack/render.sh CROSSPLANE_BIN OUTPUT_DIR
 set -euo pipefail
 crossplane=$1
 out=$2
@@ -21,22 +22,34 @@ for _ in $(seq 1 100); do
   sleep 0.1
 done
 
+# render XR COMPOSITION OUTPUT_DIR NAME [render flags]
 render() {
-  local name=$1; shift
-  "$crossplane" render --include-function-results examples/xr.yaml apis/composition.yaml examples/functions.yaml "$@" >"$out/$name.yaml"
-  echo "== $name -> $out/$name.yaml"
+  local xr=$1 composition=$2 dir=$3 name=$4; shift 4
+  mkdir -p "$dir"
+  "$crossplane" render --include-function-results "$xr" "$composition" examples/functions.yaml "$@" >"$dir/$name.yaml"
+  echo "== $name -> $dir/$name.yaml"
   awk '
     /^---/ { if (kind != "") print "   " kind " " rn; kind=""; rn="" }
     /^kind: / { kind=$2 }
     /crossplane.io\/composition-resource-name:/ { rn="(" $2 ")" }
     END { if (kind != "") print "   " kind " " rn }
-  ' "$out/$name.yaml" | grep -v "^   Result" | grep -v "^   XKarpenter" || true
+  ' "$dir/$name.yaml" | grep -v "^   Result" | grep -v "^   XKarpenter" | grep -v "^   Karpenter" || true
   # The XR comes first: print its conditions, type and status.
   awk '/^---/ && seen { exit } /^---/ { seen=1 }
-    /^    status: / { s=$2 } /^    type: / { print "   condition " $2 "=" s }' "$out/$name.yaml"
+    /^    status: / { s=$2 } /^    type: / { print "   condition " $2 "=" s }' "$dir/$name.yaml"
 }
 
-render 1-nothing
-for f in examples/observed/*.yaml; do
-  render "$(basename "$f" .yaml)" --observed-resources "$f"
-done
+# walk EXAMPLE_DIR XR COMPOSITION OUTPUT_DIR: nothing observed, then each
+# fixture of EXAMPLE_DIR/observed/.
+walk() {
+  local examples=$1 xr=$2 composition=$3 dir=$4
+  render "$xr" "$composition" "$dir" 1-nothing
+  for f in "$examples"/observed/*.yaml; do
+    render "$xr" "$composition" "$dir" "$(basename "$f" .yaml)" --observed-resources "$f"
+  done
+}
+
+echo "# The claim (examples/claim.yaml), as the XR Crossplane creates for it"
+walk examples examples/xr.yaml apis/composition.yaml "$out"
+echo "# The namespaced XR (examples/namespaced/xr.yaml)"
+walk examples/namespaced examples/namespaced/xr.yaml apis/composition-namespaced.yaml "$out/namespaced"

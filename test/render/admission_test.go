@@ -14,10 +14,11 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// TestXRDRefusesBadClaims validates XRs against the generated XRD the way
+// TestXRDRefusesBadClaims validates XRs against the generated XRDs the way
 // the API server does at admission (patterns, enums, bounds, CEL rules):
-// each case is the example XR with one mistake, and the report must name
-// the field. The example itself must pass. CEL transition rules
+// each case is an example XR with one mistake, and the report must name
+// the field. The examples themselves must pass. Both XRDs are generated from
+// the same types, and both are held to every case. CEL transition rules
 // (immutability) need an old object and are proven end to end instead.
 func TestXRDRefusesBadClaims(t *testing.T) {
 	root, err := filepath.Abs("../..")
@@ -26,7 +27,13 @@ func TestXRDRefusesBadClaims(t *testing.T) {
 	}
 	tmp := t.TempDir()
 	extensions := extensionsDir(t, root, tmp)
-	b, err := os.ReadFile(filepath.Join(root, "examples", "xr.yaml"))
+	for _, e := range examples {
+		t.Run(e.name, func(t *testing.T) { refusesBadXRs(t, root, tmp, extensions, e) })
+	}
+}
+
+func refusesBadXRs(t *testing.T, root, tmp, extensions string, e example) {
+	b, err := os.ReadFile(filepath.Join(root, e.xr))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +79,7 @@ func TestXRDRefusesBadClaims(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			file := filepath.Join(tmp, fmt.Sprintf("xr-%d.yaml", i))
+			file := filepath.Join(tmp, fmt.Sprintf("%s-xr-%d.yaml", e.name, i))
 			if err := os.WriteFile(file, out, 0o644); err != nil {
 				t.Fatal(err)
 			}

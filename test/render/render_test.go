@@ -34,20 +34,34 @@ var update = flag.Bool("update", false, "rewrite the golden files in examples/re
 // nothing is the first step of the example claim: nothing observed yet.
 const nothing = "1-nothing"
 
-// renderSteps are the steps of the example claim, as make render walks them:
-// nothing, then one per observed fixture in examples/observed/. Each has a
-// golden file in examples/render/, and no golden is left without its step.
-func renderSteps(t *testing.T, root string) []string {
+// An example is one API's example XR, the Composition it is rendered
+// through, and the directories of its observed fixtures and goldens, under
+// examples/.
+type example struct {
+	name, xr, composition, dir string
+}
+
+// examples are the claim API's (the XR Crossplane creates for
+// examples/claim.yaml) and the namespaced XR's.
+var examples = []example{
+	{"claim", "examples/xr.yaml", "apis/composition.yaml", "examples"},
+	{"namespaced", "examples/namespaced/xr.yaml", "apis/composition-namespaced.yaml", "examples/namespaced"},
+}
+
+// renderSteps are the steps of e, as make render walks them: nothing, then
+// one per observed fixture in <dir>/observed/. Each has a golden file in
+// <dir>/render/, and no golden is left without its step.
+func renderSteps(t *testing.T, root string, e example) []string {
 	t.Helper()
-	fixtures, err := filepath.Glob(filepath.Join(root, "examples", "observed", "*.yaml"))
+	fixtures, err := filepath.Glob(filepath.Join(root, e.dir, "observed", "*.yaml"))
 	if err != nil || len(fixtures) == 0 {
-		t.Fatalf("no observed fixtures in examples/observed/ (%v)", err)
+		t.Fatalf("no observed fixtures in %s/observed/ (%v)", e.dir, err)
 	}
 	steps := []string{nothing}
 	for _, f := range fixtures {
 		steps = append(steps, strings.TrimSuffix(filepath.Base(f), ".yaml"))
 	}
-	goldens, err := filepath.Glob(filepath.Join(root, "examples", "render", "*.yaml"))
+	goldens, err := filepath.Glob(filepath.Join(root, e.dir, "render", "*.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,12 +70,13 @@ func renderSteps(t *testing.T, root string) []string {
 		have = append(have, strings.TrimSuffix(filepath.Base(g), ".yaml"))
 	}
 	if !*update && !slices.Equal(steps, have) {
-		t.Errorf("examples/render/ holds goldens %v, the steps are %v (make update-golden)", have, steps)
+		t.Errorf("%s/render/ holds goldens %v, the steps are %v (make update-golden)", e.dir, have, steps)
 	}
 	return steps
 }
 
-// The provider-aws CRDs of every kind the function composes.
+// The provider-aws CRDs of every kind the function composes, cluster-scoped
+// for the claim API and namespaced (.m.) for the namespaced XR.
 var providerCRDs = []string{
 	"iam.aws.upbound.io_roles.yaml",
 	"iam.aws.upbound.io_rolepolicies.yaml",
@@ -70,13 +85,21 @@ var providerCRDs = []string{
 	"cloudwatchevents.aws.upbound.io_rules.yaml",
 	"cloudwatchevents.aws.upbound.io_targets.yaml",
 	"eks.aws.upbound.io_podidentityassociations.yaml",
+	"iam.aws.m.upbound.io_roles.yaml",
+	"iam.aws.m.upbound.io_rolepolicies.yaml",
+	"sqs.aws.m.upbound.io_queues.yaml",
+	"sqs.aws.m.upbound.io_queuepolicies.yaml",
+	"cloudwatchevents.aws.m.upbound.io_rules.yaml",
+	"cloudwatchevents.aws.m.upbound.io_targets.yaml",
+	"eks.aws.m.upbound.io_podidentityassociations.yaml",
 }
 
-// The provider-kubernetes CRD (PROVIDER_KUBERNETES_CRDS) of the Object that
-// carries step three's objects; what it carries is validated against
-// k8sSchemas.
+// The provider-kubernetes CRDs (PROVIDER_KUBERNETES_CRDS) of the Object that
+// carries step three's objects, in both scopes; what it carries is
+// validated against k8sSchemas.
 var kubernetesCRDs = []string{
 	"kubernetes.crossplane.io_objects.yaml",
+	"kubernetes.m.crossplane.io_objects.yaml",
 }
 
 // The Flux CRDs (FLUX_KUSTOMIZE_CRDS) of every Flux kind the function composes.
@@ -120,7 +143,9 @@ func extensionsDir(t *testing.T, root, tmp string) string {
 			copyFile(t, filepath.Join(dir, f), filepath.Join(extensions, f))
 		}
 	}
-	copyFile(t, filepath.Join(root, "apis", "definition.yaml"), filepath.Join(extensions, "definition.yaml"))
+	for _, xrd := range []string{"definition.yaml", "definition-namespaced.yaml"} {
+		copyFile(t, filepath.Join(root, "apis", xrd), filepath.Join(extensions, xrd))
+	}
 	return extensions
 }
 
@@ -152,41 +177,47 @@ func TestRenderEveryStep(t *testing.T) {
 
 	extensions := extensionsDir(t, root, tmp)
 
-	for _, s := range renderSteps(t, root) {
-		t.Run(s, func(t *testing.T) {
-			args := []string{"render", "--include-function-results", "--include-full-xr",
-				filepath.Join(root, "examples", "xr.yaml"), filepath.Join(root, "apis", "composition.yaml"), functions}
-			if s != nothing {
-				args = append(args, "--observed-resources", filepath.Join(root, "examples", "observed", s+".yaml"))
-			}
-			got := runCmd(t, crossplane, args...)
+	for _, e := range examples {
+		for _, s := range renderSteps(t, root, e) {
+			t.Run(e.name+"/"+s, func(t *testing.T) { renderStep(t, crossplane, root, tmp, functions, extensions, e, s) })
+		}
+	}
+}
 
-			golden := filepath.Join(root, "examples", "render", s+".yaml")
-			if *update {
-				if err := os.WriteFile(golden, got, 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (rewrite goldens with make update-golden)", err)
-			}
-			if diff := cmp.Diff(string(want), string(got)); diff != "" {
-				t.Errorf("crossplane render differs from %s (-golden +rendered):\n%s", golden, diff)
-			}
+// renderStep renders step s of e, compares it with its golden and validates
+// every object rendered.
+func renderStep(t *testing.T, crossplane, root, tmp, functions, extensions string, e example, s string) {
+	t.Helper()
+	args := []string{"render", "--include-function-results", "--include-full-xr",
+		filepath.Join(root, e.xr), filepath.Join(root, e.composition), functions}
+	if s != nothing {
+		args = append(args, "--observed-resources", filepath.Join(root, e.dir, "observed", s+".yaml"))
+	}
+	got := runCmd(t, crossplane, args...)
+	golden := filepath.Join(root, e.dir, "render", s+".yaml")
+	if *update {
+		if err := os.WriteFile(golden, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (rewrite goldens with make update-golden)", err)
+	}
+	if diff := cmp.Diff(string(want), string(got)); diff != "" {
+		t.Errorf("crossplane render differs from %s (-golden +rendered):\n%s", golden, diff)
+	}
 
-			// Results are render's own kind, not cluster objects: validate the
-			// rest, and what each provider-kubernetes Object carries, which
-			// its own schema leaves open.
-			objects := filepath.Join(tmp, s+".yaml")
-			if err := os.WriteFile(objects, validatable(t, got), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			out, ok := validate(t, extensions, objects)
-			if !ok || !strings.Contains(out, " 0 missing schemas,") || !strings.Contains(out, " 0 failure cases") {
-				t.Errorf("crossplane beta validate:\n%s", out)
-			}
-		})
+	// Results are render's own kind, not cluster objects: validate the
+	// rest, and what each provider-kubernetes Object carries, which
+	// its own schema leaves open.
+	objects := filepath.Join(tmp, e.name+"-"+s+".yaml")
+	if err := os.WriteFile(objects, validatable(t, got), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, ok := validate(t, extensions, objects)
+	if !ok || !strings.Contains(out, " 0 missing schemas,") || !strings.Contains(out, " 0 failure cases") {
+		t.Errorf("crossplane beta validate:\n%s", out)
 	}
 }
 
@@ -291,7 +322,7 @@ func validatable(t *testing.T, rendered []byte) []byte {
 			continue
 		}
 		keep = append(keep, doc)
-		if o.Kind == "Object" && strings.HasPrefix(o.APIVersion, "kubernetes.crossplane.io/") {
+		if o.Kind == "Object" && (strings.HasPrefix(o.APIVersion, "kubernetes.crossplane.io/") || strings.HasPrefix(o.APIVersion, "kubernetes.m.crossplane.io/")) {
 			m, err := yaml.Marshal(o.Spec.ForProvider.Manifest)
 			if err != nil {
 				t.Fatal(err)
@@ -302,10 +333,10 @@ func validatable(t *testing.T, rendered []byte) []byte {
 	return []byte(fmt.Sprintf("%s\n", bytes.Join(keep, []byte("\n---\n"))))
 }
 
-// TestRenderRefusesAClaimedCluster renders the example claim while another
+// TestRenderRefusesAClaimedCluster renders each example XR while another
 // claim's controller Role for prod-eu exists, as Crossplane would find it
-// for the function's requirement: the real CLI relays the requirement, and
-// the function refuses with the field and the holder.
+// for the function's requirements: the real CLI relays them, and the
+// function refuses with the field and the holder, whichever API asks.
 func TestRenderRefusesAClaimedCluster(t *testing.T) {
 	root, err := filepath.Abs("../..")
 	if err != nil {
@@ -313,16 +344,20 @@ func TestRenderRefusesAClaimedCluster(t *testing.T) {
 	}
 	tmp := t.TempDir()
 	functions := functionsFile(t, root, tmp, startFunction(t, root, tmp))
-	var stdout, stderr bytes.Buffer
-	cmd := exec.Command(env(t, "CROSSPLANE"), "render", filepath.Join(root, "examples", "xr.yaml"),
-		filepath.Join(root, "apis", "composition.yaml"), functions,
-		"--required-resources", filepath.Join(root, "examples", "required", "prod-eu-held-by-team-c.yaml"))
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err == nil {
-		t.Fatalf("crossplane render composed a claim for a cluster another claim holds:\n%s", stdout.String())
-	}
-	want := `spec.cluster.name: Forbidden: cluster "prod-eu" is already claimed by claim team-c/karpenter`
-	if !strings.Contains(stderr.String(), want) {
-		t.Errorf("crossplane render failed without saying %q:\n%s", want, stderr.String())
+	for _, e := range examples {
+		t.Run(e.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			cmd := exec.Command(env(t, "CROSSPLANE"), "render", filepath.Join(root, e.xr),
+				filepath.Join(root, e.composition), functions,
+				"--required-resources", filepath.Join(root, "examples", "required", "prod-eu-held-by-team-c.yaml"))
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			if err := cmd.Run(); err == nil {
+				t.Fatalf("crossplane render composed for a cluster another claim holds:\n%s", stdout.String())
+			}
+			want := `spec.cluster.name: Forbidden: cluster "prod-eu" is already claimed by claim team-c/karpenter`
+			if !strings.Contains(stderr.String(), want) {
+				t.Errorf("crossplane render failed without saying %q:\n%s", want, stderr.String())
+			}
+		})
 	}
 }
