@@ -16,8 +16,9 @@
 # tools/xpkg/cmd/configuration) rather than from the repository root, so no other YAML of the tree
 # (package/, examples/, test fixtures, .cache/) can slip into it; for a REGISTRY other than the
 # canonical one the staging points the function dependency there and renames the Compositions'
-# functionRefs to the name Crossplane gives that dependency. Examples embedded: the claim in the
-# Configuration, the Composition calling the function (with its Input) in the Function.
+# functionRefs to the name Crossplane gives that dependency. Examples embedded: the claim and the
+# namespaced XR in the Configuration, both Compositions calling the function (with its Input) in
+# the Function.
 
 PACKAGE_MK_SAVED_DEFAULT_GOAL := $(.DEFAULT_GOAL)
 
@@ -60,7 +61,8 @@ package: $(CROSSPLANE) ## Build the Function (one xpkg per platform) and Configu
 	cd $(XPKG_TOOLS) && go run ./cmd/configuration -function-package $(REGISTRY)/$(FUNCTION_PACKAGE) \
 	  -o $(XPKG_DIR)/configuration $(CURDIR)/crossplane.yaml $(wildcard $(CURDIR)/apis/*.yaml)
 	cp examples/claim.yaml $(XPKG_DIR)/configuration-examples/
-	cp $(XPKG_DIR)/configuration/composition.yaml $(XPKG_DIR)/function-examples/
+	cp examples/namespaced/xr.yaml $(XPKG_DIR)/configuration-examples/namespaced-karpenter.yaml
+	cp $(XPKG_DIR)/configuration/composition.yaml $(XPKG_DIR)/configuration/composition-namespaced.yaml $(XPKG_DIR)/function-examples/
 	@for arch in $(PACKAGE_ARCHS); do \
 	  echo "crossplane xpkg build $(FUNCTION_PACKAGE) linux/$$arch"; \
 	  $(CROSSPLANE) xpkg build --package-root=package --examples-root=$(XPKG_DIR)/function-examples \

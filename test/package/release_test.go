@@ -231,6 +231,7 @@ func checkConfiguration(t *testing.T, ref, reg, v string) {
 	if diff := cmp.Diff(byKindName(wantObjs), byKindName(pkg[1:])); diff != "" {
 		t.Errorf("package objects differ from apis/*.yaml: -want, +got:\n%s", diff)
 	}
+	checkBothAPIs(t, pkg[1:])
 	// The dependency resolves in this registry, at the version pushed with the Configuration.
 	if _, err := remote.Index(mustRef(t, str(dep, "package")+":"+str(dep, "version")), remote.WithContext(t.Context())); err != nil {
 		t.Errorf("the function dependency does not resolve: %v", err)
@@ -239,11 +240,75 @@ func checkConfiguration(t *testing.T, ref, reg, v string) {
 		t.Errorf("the function dependency's version is %q, the release %q", str(dep, "version"), v)
 	}
 
-	// The examples are the claim, valid against the packaged XRD.
-	if diff := cmp.Diff([]obj{repoDoc(t, "examples/claim.yaml")}, layers[examplesLayer]); diff != "" {
+	// The examples are the claim and the namespaced XR, valid against the packaged XRDs.
+	wantExamples := []obj{repoDoc(t, "examples/claim.yaml"), repoDoc(t, "examples/namespaced/xr.yaml")}
+	if diff := cmp.Diff(byAPIKindName(wantExamples), byAPIKindName(layers[examplesLayer])); diff != "" {
 		t.Errorf("package examples: -want, +got:\n%s", diff)
 	}
 	validate(t, pkg[1:], layers[examplesLayer])
+}
+
+// checkBothAPIs: the Configuration serves both APIs side by side, each XRD
+// with the Composition of its composite type as its default, written out
+// here so a file dropped from apis/ fails the test.
+func checkBothAPIs(t *testing.T, objects []obj) {
+	t.Helper()
+	want := map[string]struct{ xrdAPIVersion, group, kind, scope, composition string }{
+		"xkarpenters.platform.socle.do-now.io":  {"apiextensions.crossplane.io/v1", "platform.socle.do-now.io", "XKarpenter", "", "karpenter.platform.socle.do-now.io"},
+		"karpenters.platform.m.socle.do-now.io": {"apiextensions.crossplane.io/v2", "platform.m.socle.do-now.io", "Karpenter", "Namespaced", "karpenter.platform.m.socle.do-now.io"},
+	}
+	xrds, comps := map[string]obj{}, map[string]obj{}
+	for _, o := range objects {
+		switch o["kind"] {
+		case "CompositeResourceDefinition":
+			xrds[str(o, "metadata.name")] = o
+		case "Composition":
+			comps[str(o, "metadata.name")] = o
+		}
+	}
+	if len(xrds) != len(want) || len(comps) != len(want) {
+		t.Errorf("the Configuration carries XRDs %v and Compositions %v, want one of each per API", keys(xrds), keys(comps))
+	}
+	for name, w := range want {
+		xrd, ok := xrds[name]
+		if !ok {
+			t.Errorf("the Configuration carries no XRD %s", name)
+			continue
+		}
+		if xrd["apiVersion"] != w.xrdAPIVersion || str(xrd, "spec.group") != w.group || str(xrd, "spec.names.kind") != w.kind ||
+			str(xrd, "spec.scope") != w.scope || str(xrd, "spec.defaultCompositionRef.name") != w.composition {
+			t.Errorf("XRD %s: %s group %s kind %s scope %q default Composition %s; want %+v", name, xrd["apiVersion"],
+				str(xrd, "spec.group"), str(xrd, "spec.names.kind"), str(xrd, "spec.scope"), str(xrd, "spec.defaultCompositionRef.name"), w)
+		}
+		comp, ok := comps[w.composition]
+		if !ok {
+			t.Errorf("the Configuration carries no Composition %s for %s", w.composition, name)
+			continue
+		}
+		if str(comp, "spec.compositeTypeRef.apiVersion") != w.group+"/v1alpha1" || str(comp, "spec.compositeTypeRef.kind") != w.kind {
+			t.Errorf("Composition %s composes %s %s, want %s/v1alpha1 %s", w.composition,
+				str(comp, "spec.compositeTypeRef.apiVersion"), str(comp, "spec.compositeTypeRef.kind"), w.group, w.kind)
+		}
+	}
+}
+
+func keys(m map[string]obj) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// byAPIKindName keys objects by apiVersion too: the claim and the namespaced
+// XR share kind and name.
+func byAPIKindName(objs []obj) map[string]obj {
+	m := map[string]obj{}
+	for _, o := range objs {
+		m[fmt.Sprintf("%s/%s/%s", o["apiVersion"], o["kind"], str(o, "metadata.name"))] = o
+	}
+	return m
 }
 
 // validate runs `crossplane beta validate` on the examples against the package's XRDs, as a
