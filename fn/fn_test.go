@@ -391,65 +391,81 @@ func TestEventsOnlyOnTransitions(t *testing.T) {
 func TestBadInputComposesNothing(t *testing.T) {
 	cases := map[string]struct {
 		reason string
-		req    *requestBuilder
+		req    func(*requestBuilder) *requestBuilder
 		want   string
 	}{
 		"MalformedRoleARN": {
 			reason: "The node role ARN decides account and partition; a malformed one is refused.",
-			req:    aRequest(t).withSpec("nodeIdentity.roleArn", "arn:aws:iam::1234:role/x"),
-			want:   "spec.nodeIdentity.roleArn",
+			req: func(b *requestBuilder) *requestBuilder {
+				return b.withSpec("nodeIdentity.roleArn", "arn:aws:iam::1234:role/x")
+			},
+			want: "spec.nodeIdentity.roleArn",
 		},
 		"ClusterNameTooLongForRules": {
 			reason: "A cluster name that makes a rule name exceed 64 characters is refused before anything is emitted.",
-			req:    aRequest(t).withSpec("cluster.name", strings.Repeat("c", 45)),
+			req:    func(b *requestBuilder) *requestBuilder { return b.withSpec("cluster.name", strings.Repeat("c", 45)) },
 			want:   "spec.cluster.name",
 		},
 		"UnknownVersion": {
 			reason: "Only versions with a known controller policy are accepted.",
-			req:    aRequest(t).withSpec("version", "0.37.0"),
+			req:    func(b *requestBuilder) *requestBuilder { return b.withSpec("version", "0.37.0") },
 			want:   "spec.version",
 		},
 		"UnknownInputField": {
 			reason: "A misspelt platform setting must not silently fall back to a default.",
-			req:    aRequest(t).withInput("iamPathPrefx", "/x/"),
+			req:    func(b *requestBuilder) *requestBuilder { return b.withInput("iamPathPrefx", "/x/") },
 			want:   "input",
 		},
 		"BadPathPrefix": {
 			reason: "The IAM path prefix must be an IAM path.",
-			req:    aRequest(t).withInput("iamPathPrefix", "socle"),
+			req:    func(b *requestBuilder) *requestBuilder { return b.withInput("iamPathPrefix", "socle") },
 			want:   "input.iamPathPrefix",
 		},
 		"LimitOverThePlatformsCeiling": {
 			reason: "A pool bigger than the platform allows for the cluster is refused, naming the ceiling.",
-			req:    aRequest(t).withSpec("pools.public.limits", map[string]any{"cpu": "500", "memory": "100Gi"}),
-			want:   `spec.pools.public.limits.cpu: Invalid value: "500": exceeds the platform's ceiling 200 for cluster "prod-eu"`,
+			req: func(b *requestBuilder) *requestBuilder {
+				return b.withSpec("pools.public.limits", map[string]any{"cpu": "500", "memory": "100Gi"})
+			},
+			want: `spec.pools.public.limits.cpu: Invalid value: "500": exceeds the platform's ceiling 200 for cluster "prod-eu"`,
 		},
 		"CategoryThePlatformDoesNotAllow": {
 			reason: "A tenant may narrow the instance categories, never widen them.",
-			req:    aRequest(t).withSpec("pools.private.instanceCategories", []any{"p"}),
-			want:   `spec.pools.private.instanceCategories[0]: Unsupported value: "p": the platform allows c, m, r`,
+			req: func(b *requestBuilder) *requestBuilder {
+				return b.withSpec("pools.private.instanceCategories", []any{"p"})
+			},
+			want: `spec.pools.private.instanceCategories[0]: Unsupported value: "p": the platform allows c, m, r`,
+		},
+		"XROfAnotherAPI": {
+			reason: "An XR of a kind the function does not serve is refused, naming the apiVersion.",
+			req: func(b *requestBuilder) *requestBuilder {
+				b.xr["apiVersion"] = "platform.socle.do-now.io/v1beta1"
+				return b
+			},
+			want: "apiVersion: the function serves platform.socle.do-now.io/v1alpha1, Kind=XKarpenter or platform.m.socle.do-now.io/v1alpha1, Kind=Karpenter",
 		},
 		"ControllerInKubeSystem": {
 			reason: "The controller's namespace is composed and deleted with the claim: never one the cluster owns.",
-			req:    aRequest(t).withInput("podIdentity.namespace", "kube-system"),
+			req:    func(b *requestBuilder) *requestBuilder { return b.withInput("podIdentity.namespace", "kube-system") },
 			want:   `input.podIdentity.namespace: Invalid value: "kube-system"`,
 		},
 	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			existing := map[resource.Name]map[string]any{"controller-role": {"apiVersion": "iam.aws.upbound.io/v1beta1", "kind": "Role"}}
-			req := tc.req.observing(existing).build()
-			req.Desired.Resources = map[string]*fnv1.Resource{"from-an-earlier-function": {Resource: mustStruct(t, map[string]any{"kind": "ConfigMap"})}}
-			rsp := run(t, req)
-			msg := fatal(rsp)
-			if !strings.Contains(msg, tc.want) {
-				t.Errorf("%s\nfatal message %q does not name %q", tc.reason, msg, tc.want)
-			}
-			checkRefusalShown(t, rsp, "Invalid", msg)
-			if diff := cmp.Diff([]string{"from-an-earlier-function"}, desiredNames(rsp), cmpopts.EquateEmpty()); diff != "" {
-				t.Errorf("%s\na refused XR must neither add nor drop desired resources (-want +got):\n%s", tc.reason, diff)
-			}
-		})
+	for _, a := range apis {
+		for name, tc := range cases {
+			t.Run(a.name+"/"+name, func(t *testing.T) {
+				existing := map[resource.Name]map[string]any{"controller-role": {"apiVersion": a.kinds["Role"], "kind": "Role"}}
+				req := tc.req(a.request(t)).observing(existing).build()
+				req.Desired.Resources = map[string]*fnv1.Resource{"from-an-earlier-function": {Resource: mustStruct(t, map[string]any{"kind": "ConfigMap"})}}
+				rsp := run(t, req)
+				msg := fatal(rsp)
+				if !strings.Contains(msg, tc.want) {
+					t.Errorf("%s\nfatal message %q does not name %q", tc.reason, msg, tc.want)
+				}
+				checkRefusalShown(t, rsp, "Invalid", msg)
+				if diff := cmp.Diff([]string{"from-an-earlier-function"}, desiredNames(rsp), cmpopts.EquateEmpty()); diff != "" {
+					t.Errorf("%s\na refused XR must neither add nor drop desired resources (-want +got):\n%s", tc.reason, diff)
+				}
+			})
+		}
 	}
 }
 

@@ -25,22 +25,27 @@ var stepOf = func() map[string]int {
 // TestInvariantsUnderRandomProviders drives the function through random
 // sequences of what providers report — resources appearing, turning Ready,
 // unready, failing with provider errors, disappearing — and checks, at
-// every call, the invariants the product promises.
+// every call, the invariants the product promises, for both APIs.
 func TestInvariantsUnderRandomProviders(t *testing.T) {
 	const sequences, calls = 100, 30
-	for seed := int64(1); seed <= sequences; seed++ {
-		rng := rand.New(rand.NewSource(seed))
-		aws := fakeProviders{t: t, account: account}
-		observed := map[resource.Name]map[string]any{}
-		for call := 0; call < calls; call++ {
-			rsp := run(t, aRequest(t).observing(observed).build())
-			where := fmt.Sprintf("seed %d call %d", seed, call)
-			checkInvariants(t, where, observed, rsp)
-			if t.Failed() {
-				return
+	for _, a := range apis {
+		t.Run(a.name, func(t *testing.T) {
+			for seed := int64(1); seed <= sequences; seed++ {
+				rng := rand.New(rand.NewSource(seed))
+				aws := fakeProviders{t: t, account: account}
+				observed := map[resource.Name]map[string]any{}
+				for call := 0; call < calls; call++ {
+					rsp := run(t, a.request(t).observing(observed).build())
+					where := fmt.Sprintf("seed %d call %d", seed, call)
+					checkInvariants(t, where, observed, rsp)
+					a.checkScope(t, where, rsp)
+					if t.Failed() {
+						return
+					}
+					observed = mutate(rng, aws, observed, rsp)
+				}
 			}
-			observed = mutate(rng, aws, observed, rsp)
-		}
+		})
 	}
 }
 
