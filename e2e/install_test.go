@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -28,8 +29,13 @@ import (
 
 var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 
-// providerAWSCRDs are the provider-aws v2.5.0 CRDs of every kind the function composes
-// (cluster-scoped *.aws.upbound.io, as the Composition's legacy XR composes them).
+// providerAWSCRDs are the provider-aws v2.5.0 CRDs of every kind the function composes, in both
+// scopes: cluster-scoped *.aws.upbound.io for the claim's XR, namespaced *.aws.m.upbound.io for
+// the namespaced XR. The function asks Crossplane for the controller Roles of both scopes for
+// either API (one Karpenter per cluster), so a claim needs the namespaced Role's CRD too. And the
+// provider configs those managed resources name, which the fake provider reads as the real one
+// does: the cluster-scoped ProviderConfig, and the namespaced kinds' ClusterProviderConfig and
+// (namespaced, a tenant could create one) ProviderConfig.
 var providerAWSCRDs = []string{
 	"iam.aws.upbound.io_roles.yaml",
 	"iam.aws.upbound.io_rolepolicies.yaml",
@@ -38,13 +44,28 @@ var providerAWSCRDs = []string{
 	"cloudwatchevents.aws.upbound.io_rules.yaml",
 	"cloudwatchevents.aws.upbound.io_targets.yaml",
 	"eks.aws.upbound.io_podidentityassociations.yaml",
+	"aws.upbound.io_providerconfigs.yaml",
+	"iam.aws.m.upbound.io_roles.yaml",
+	"iam.aws.m.upbound.io_rolepolicies.yaml",
+	"sqs.aws.m.upbound.io_queues.yaml",
+	"sqs.aws.m.upbound.io_queuepolicies.yaml",
+	"cloudwatchevents.aws.m.upbound.io_rules.yaml",
+	"cloudwatchevents.aws.m.upbound.io_targets.yaml",
+	"eks.aws.m.upbound.io_podidentityassociations.yaml",
+	"aws.m.upbound.io_clusterproviderconfigs.yaml",
+	"aws.m.upbound.io_providerconfigs.yaml",
 }
 
 // providerKubernetesCRDs are the provider-kubernetes v1.3.1 CRDs of what the function composes
-// (the cluster-scoped Object) and what an Object names (its ProviderConfig).
+// (the cluster-scoped Object for the claim's XR, the namespaced one for the namespaced XR) and
+// what an Object names: the ProviderConfig, and for the namespaced Object the
+// ClusterProviderConfig, or the namespaced ProviderConfig a tenant could create.
 var providerKubernetesCRDs = []string{
 	"kubernetes.crossplane.io_objects.yaml",
 	"kubernetes.crossplane.io_providerconfigs.yaml",
+	"kubernetes.m.crossplane.io_objects.yaml",
+	"kubernetes.m.crossplane.io_clusterproviderconfigs.yaml",
+	"kubernetes.m.crossplane.io_providerconfigs.yaml",
 }
 
 // readObjects decodes every document of a YAML stream.
@@ -359,88 +380,133 @@ func (c *controlPlane) registerFunction(ctx context.Context, name string) error 
 	return nil
 }
 
-// installAPI applies the XRD and the Composition from the files the Configuration package ships
-// (crossplane.yaml packages apis/), and waits for Crossplane to serve the XR and the claim.
+// installAPI applies, for every API, the XRD and the Composition from the files the
+// Configuration package ships (crossplane.yaml packages apis/), and waits for Crossplane to serve
+// them: the claim API's XR and claim, the namespaced XR. Both Compositions must call the same
+// function, the one the suite registers.
 func (c *controlPlane) installAPI(ctx context.Context, repo string) (functionName string, err error) {
-	xrds, err := readObjects(filepath.Join(repo, "apis", "definition.yaml"))
-	if err != nil {
-		return "", err
-	}
-	comps, err := readObjects(filepath.Join(repo, "apis", "composition.yaml"))
-	if err != nil {
-		return "", err
-	}
-	if len(xrds) != 1 || len(comps) != 1 {
-		return "", fmt.Errorf("want one XRD and one Composition, found %d and %d", len(xrds), len(comps))
-	}
-	pipeline, _, _ := unstructured.NestedSlice(comps[0].Object, "spec", "pipeline")
-	for _, s := range pipeline {
-		if n, _, _ := unstructured.NestedString(s.(map[string]any), "functionRef", "name"); n != "" {
-			functionName = n
+	var xrds []*unstructured.Unstructured
+	for _, a := range apis {
+		xrd, comp, err := a.read(repo)
+		if err != nil {
+			return "", err
 		}
+		pipeline, _, _ := unstructured.NestedSlice(comp.Object, "spec", "pipeline")
+		fn := ""
+		for _, s := range pipeline {
+			if n, _, _ := unstructured.NestedString(s.(map[string]any), "functionRef", "name"); n != "" {
+				fn = n
+			}
+		}
+		if len(pipeline) != 1 || fn == "" {
+			return "", fmt.Errorf("%s: want a Composition with one function step, found %d steps", a.composition, len(pipeline))
+		}
+		if functionName != "" && fn != functionName {
+			return "", fmt.Errorf("%s calls function %q, the other Composition %q", a.composition, fn, functionName)
+		}
+		functionName = fn
+		for _, u := range []*unstructured.Unstructured{xrd, comp} {
+			if err := c.apply(ctx, u); err != nil {
+				return "", err
+			}
+		}
+		xrds = append(xrds, xrd)
 	}
-	if len(pipeline) != 1 || functionName == "" {
-		return "", fmt.Errorf("want a Composition with one function step, found %d steps", len(pipeline))
-	}
-	for _, u := range append(xrds, comps...) {
-		if err := c.apply(ctx, u); err != nil {
+	for _, xrd := range xrds {
+		gvr, _, err := c.gvr(xrd)
+		if err != nil {
+			return "", err
+		}
+		// Only an XRD with claims offers one (Offered); a namespaced XR's XRD is Established alone.
+		_, claims, _ := unstructured.NestedMap(xrd.Object, "spec", "claimNames")
+		if err := waitFor(ctx, 90*time.Second, "XRD "+xrd.GetName()+" established (and its claim offered)", func() (bool, error) {
+			u, err := c.dyn.Resource(gvr).Get(ctx, xrd.GetName(), metav1.GetOptions{})
+			if err != nil {
+				return false, nil
+			}
+			return conditionStatus(u, "Established") == "True" && (!claims || conditionStatus(u, "Offered") == "True"), nil
+		}); err != nil {
 			return "", err
 		}
 	}
-	xrd := xrds[0]
-	gvr, _, err := c.gvr(xrd)
-	if err != nil {
-		return "", err
-	}
-	err = waitFor(ctx, 90*time.Second, "XRD established and its claim offered", func() (bool, error) {
-		u, err := c.dyn.Resource(gvr).Get(ctx, xrd.GetName(), metav1.GetOptions{})
-		if err != nil {
-			return false, nil
-		}
-		return conditionStatus(u, "Established") == "True" && conditionStatus(u, "Offered") == "True", nil
-	})
-	return functionName, err
+	return functionName, nil
 }
 
-// installDelivery creates, for every cluster the shipped Composition's tenancy declares, what the
+// installDelivery creates, for every cluster the shipped Compositions' tenancy declares, what the
 // platform team sets up once per cluster so that Crossplane can reach it: the provider-kubernetes
-// ProviderConfig every Object (step three's and the two Kustomizations') is applied through, the
-// one credential of the cluster. Its name is the one the tenancy declares, else the documented
-// default, the cluster's name. The fake provider connects to nothing; it only requires it to
-// exist, as the real provider would.
+// config every Object (step three's and the two Kustomizations') is applied through, the one
+// credential of the cluster — a ProviderConfig for the claim's cluster-scoped Objects, a
+// ClusterProviderConfig of the same name for the namespaced XR's Objects. Its name is the one the
+// tenancy declares, else the documented default, the cluster's name. And once, the provider-aws
+// configs the managed resources of both scopes name (input.providerConfigName, default
+// "default"). The fake provider connects to nothing; it only requires them to exist, as the real
+// provider would.
 func (c *controlPlane) installDelivery(ctx context.Context, repo string) ([]string, error) {
-	comps, err := readObjects(filepath.Join(repo, "apis", "composition.yaml"))
-	if err != nil {
-		return nil, err
+	type cluster struct{ name, providerConfig string }
+	var clusters []cluster
+	awsConfigs := map[string]bool{}
+	for _, a := range apis {
+		_, comp, err := a.read(repo)
+		if err != nil {
+			return nil, err
+		}
+		pipeline, _, _ := unstructured.NestedSlice(comp.Object, "spec", "pipeline")
+		if len(pipeline) != 1 {
+			return nil, fmt.Errorf("%s: want a Composition with one function step, found %d steps", a.composition, len(pipeline))
+		}
+		input, _, _ := unstructured.NestedMap(pipeline[0].(map[string]any), "input")
+		declared, _, _ := unstructured.NestedSlice(input, "tenancy", "clusters")
+		if len(declared) == 0 {
+			return nil, fmt.Errorf("%s: the input declares no tenancy.clusters", a.composition)
+		}
+		for _, cl := range declared {
+			m := cl.(map[string]any)
+			name, _ := m["name"].(string)
+			pc, _ := m["kubernetesProviderConfig"].(string)
+			if pc == "" {
+				pc = strings.ReplaceAll(strings.ToLower(name), "_", "-")
+			}
+			if !slices.Contains(clusters, cluster{name, pc}) {
+				clusters = append(clusters, cluster{name, pc})
+			}
+		}
+		pc, _ := input["providerConfigName"].(string)
+		if pc == "" {
+			pc = "default"
+		}
+		awsConfigs[pc] = true
 	}
-	pipeline, _, _ := unstructured.NestedSlice(comps[0].Object, "spec", "pipeline")
-	if len(pipeline) != 1 {
-		return nil, fmt.Errorf("want a Composition with one function step, found %d steps", len(pipeline))
+	secret := func(name, key string) map[string]any {
+		return map[string]any{"credentials": map[string]any{"source": "Secret",
+			"secretRef": map[string]any{"namespace": "crossplane-system", "name": name, "key": key}}}
 	}
-	input, _, _ := unstructured.NestedMap(pipeline[0].(map[string]any), "input")
-	clusters, _, _ := unstructured.NestedSlice(input, "tenancy", "clusters")
-	if len(clusters) == 0 {
-		return nil, errors.New("the Composition's input declares no tenancy.clusters")
+	config := func(apiVersion, kind, name string, spec map[string]any) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": apiVersion, "kind": kind, "metadata": map[string]any{"name": name}, "spec": spec,
+		}}
 	}
 	var made []string
 	for _, cl := range clusters {
-		m := cl.(map[string]any)
-		name, _ := m["name"].(string)
-		kname := strings.ReplaceAll(strings.ToLower(name), "_", "-")
-		pc, _ := m["kubernetesProviderConfig"].(string)
-		if pc == "" {
-			pc = kname
+		for _, u := range []*unstructured.Unstructured{
+			config("kubernetes.crossplane.io/v1alpha1", "ProviderConfig", cl.providerConfig, secret(cl.providerConfig+"-cluster", "kubeconfig")),
+			config("kubernetes.m.crossplane.io/v1alpha1", "ClusterProviderConfig", cl.providerConfig, secret(cl.providerConfig+"-cluster", "kubeconfig")),
+		} {
+			if err := c.apply(ctx, u); err != nil {
+				return nil, err
+			}
 		}
-		u := &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": "kubernetes.crossplane.io/v1alpha1", "kind": "ProviderConfig",
-			"metadata": map[string]any{"name": pc},
-			"spec": map[string]any{"credentials": map[string]any{"source": "Secret",
-				"secretRef": map[string]any{"namespace": "crossplane-system", "name": pc + "-cluster", "key": "kubeconfig"}}},
-		}}
-		if err := c.apply(ctx, u); err != nil {
-			return nil, err
+		made = append(made, fmt.Sprintf("%s: ProviderConfig and ClusterProviderConfig %s", cl.name, cl.providerConfig))
+	}
+	for _, pc := range sortedKeys(awsConfigs) {
+		for _, u := range []*unstructured.Unstructured{
+			config("aws.upbound.io/v1beta1", "ProviderConfig", pc, secret("aws-credentials", "credentials")),
+			config("aws.m.upbound.io/v1beta1", "ClusterProviderConfig", pc, secret("aws-credentials", "credentials")),
+		} {
+			if err := c.apply(ctx, u); err != nil {
+				return nil, err
+			}
 		}
-		made = append(made, fmt.Sprintf("%s: ProviderConfig %s", name, pc))
+		made = append(made, fmt.Sprintf("AWS: ProviderConfig and ClusterProviderConfig %s", pc))
 	}
 	return made, nil
 }

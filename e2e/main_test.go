@@ -13,8 +13,8 @@ import (
 )
 
 // cp is the control plane every test of the suite shares. Tests run one after the other: a
-// cluster may be claimed once, so each test deletes its claims and waits for everything they
-// composed to be gone before it ends.
+// cluster may be held by one Karpenter (claim or namespaced XR) at a time, so each test deletes
+// what it created and waits for everything composed to be gone before it ends.
 var cp *controlPlane
 
 // fake plays provider-aws, provider-kubernetes and the claimed clusters (their Kubernetes and
@@ -58,7 +58,10 @@ func run(m *testing.M) (code int) {
 	cp.timed("control plane up, API installed", start)
 	fmt.Println("e2e: set-up timings\n  " + strings.Join(cp.timings, "\n  "))
 
-	fake = newFakeProvider(cp)
+	if fake, err = newFakeProvider(cp); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
 	go fake.run(ctx)
 	return m.Run()
 }
@@ -105,6 +108,6 @@ func setUp(ctx context.Context) error {
 	if err := cp.registerFunction(ctx, name); err != nil {
 		return err
 	}
-	cp.timed("XRD offered, Composition and function registered", start)
+	cp.timed("XRDs served, Compositions and function registered", start)
 	return nil
 }

@@ -19,6 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 )
 
 // Labels and annotations Crossplane puts on every composed resource.
@@ -33,42 +35,77 @@ const (
 	kustomizationRevSHA = "main@sha1:0123abc"
 )
 
-var (
-	objectGVR         = schema.GroupVersionResource{Group: "kubernetes.crossplane.io", Version: "v1alpha2", Resource: "objects"}
-	providerConfigGVR = schema.GroupVersionResource{Group: "kubernetes.crossplane.io", Version: "v1alpha1", Resource: "providerconfigs"}
-)
-
 // composedKind is a kind the function composes and the fake provider watches.
 type composedKind struct {
 	gvr  schema.GroupVersionResource
 	kind string
+	// namespaced kinds are what the namespaced XR composes, in its namespace; the others what the
+	// claim's cluster-scoped XR composes.
+	namespaced bool
 	// finalizer is what the kind's real controller puts on an object and removes once it has
 	// deleted what the object stands for ("" when nothing does).
 	finalizer string
+	// configs is the group of the provider configs the kind's provider reads ("" for Usages,
+	// which no provider reconciles).
+	configs string
 }
 
+func (k composedKind) apiVersion() string { return k.gvr.GroupVersion().String() }
+
+// The kinds of both APIs: provider-aws' managed resources, provider-kubernetes' Object (step
+// three's Namespace, ServiceAccount and Job, and the two Flux Kustomizations, applied to the
+// claimed cluster through the provider config it names), and Crossplane's Usages.
 var composedKinds = []composedKind{
-	{schema.GroupVersionResource{Group: "iam.aws.upbound.io", Version: "v1beta1", Resource: "roles"}, "Role", providerFinalizer},
-	{schema.GroupVersionResource{Group: "iam.aws.upbound.io", Version: "v1beta1", Resource: "rolepolicies"}, "RolePolicy", providerFinalizer},
-	{schema.GroupVersionResource{Group: "sqs.aws.upbound.io", Version: "v1beta1", Resource: "queues"}, "Queue", providerFinalizer},
-	{schema.GroupVersionResource{Group: "sqs.aws.upbound.io", Version: "v1beta1", Resource: "queuepolicies"}, "QueuePolicy", providerFinalizer},
-	{schema.GroupVersionResource{Group: "cloudwatchevents.aws.upbound.io", Version: "v1beta1", Resource: "rules"}, "Rule", providerFinalizer},
-	{schema.GroupVersionResource{Group: "cloudwatchevents.aws.upbound.io", Version: "v1beta1", Resource: "targets"}, "Target", providerFinalizer},
-	{schema.GroupVersionResource{Group: "eks.aws.upbound.io", Version: "v1beta1", Resource: "podidentityassociations"}, "PodIdentityAssociation", providerFinalizer},
-	// provider-kubernetes' Object: step three's Namespace, ServiceAccount and Job, and the two
-	// Flux Kustomizations, applied to the claimed cluster through the ProviderConfig it names.
-	{objectGVR, "Object", providerFinalizer},
-	{schema.GroupVersionResource{Group: "protection.crossplane.io", Version: "v1beta1", Resource: "usages"}, "Usage", ""},
-	{schema.GroupVersionResource{Group: "protection.crossplane.io", Version: "v1beta1", Resource: "clusterusages"}, "ClusterUsage", ""},
+	{gvr("iam.aws.upbound.io", "v1beta1", "roles"), "Role", false, providerFinalizer, "aws.upbound.io"},
+	{gvr("iam.aws.upbound.io", "v1beta1", "rolepolicies"), "RolePolicy", false, providerFinalizer, "aws.upbound.io"},
+	{gvr("sqs.aws.upbound.io", "v1beta1", "queues"), "Queue", false, providerFinalizer, "aws.upbound.io"},
+	{gvr("sqs.aws.upbound.io", "v1beta1", "queuepolicies"), "QueuePolicy", false, providerFinalizer, "aws.upbound.io"},
+	{gvr("cloudwatchevents.aws.upbound.io", "v1beta1", "rules"), "Rule", false, providerFinalizer, "aws.upbound.io"},
+	{gvr("cloudwatchevents.aws.upbound.io", "v1beta1", "targets"), "Target", false, providerFinalizer, "aws.upbound.io"},
+	{gvr("eks.aws.upbound.io", "v1beta1", "podidentityassociations"), "PodIdentityAssociation", false, providerFinalizer, "aws.upbound.io"},
+	{gvr("kubernetes.crossplane.io", "v1alpha2", "objects"), "Object", false, providerFinalizer, "kubernetes.crossplane.io"},
+	{gvr("protection.crossplane.io", "v1beta1", "clusterusages"), "ClusterUsage", false, "", ""},
+
+	{gvr("iam.aws.m.upbound.io", "v1beta1", "roles"), "Role", true, providerFinalizer, "aws.m.upbound.io"},
+	{gvr("iam.aws.m.upbound.io", "v1beta1", "rolepolicies"), "RolePolicy", true, providerFinalizer, "aws.m.upbound.io"},
+	{gvr("sqs.aws.m.upbound.io", "v1beta1", "queues"), "Queue", true, providerFinalizer, "aws.m.upbound.io"},
+	{gvr("sqs.aws.m.upbound.io", "v1beta1", "queuepolicies"), "QueuePolicy", true, providerFinalizer, "aws.m.upbound.io"},
+	{gvr("cloudwatchevents.aws.m.upbound.io", "v1beta1", "rules"), "Rule", true, providerFinalizer, "aws.m.upbound.io"},
+	{gvr("cloudwatchevents.aws.m.upbound.io", "v1beta1", "targets"), "Target", true, providerFinalizer, "aws.m.upbound.io"},
+	{gvr("eks.aws.m.upbound.io", "v1beta1", "podidentityassociations"), "PodIdentityAssociation", true, providerFinalizer, "aws.m.upbound.io"},
+	{gvr("kubernetes.m.crossplane.io", "v1alpha1", "objects"), "Object", true, providerFinalizer, "kubernetes.m.crossplane.io"},
+	{gvr("protection.crossplane.io", "v1beta1", "usages"), "Usage", true, "", ""},
 }
 
-func kindOf(kind string) composedKind {
+func gvr(group, version, resource string) schema.GroupVersionResource {
+	return schema.GroupVersionResource{Group: group, Version: version, Resource: resource}
+}
+
+// kindOf is the composed kind of an object; ok is false for a kind the function must not compose.
+func kindOf(u *unstructured.Unstructured) (composedKind, bool) {
 	for _, k := range composedKinds {
-		if k.kind == kind {
-			return k
+		if k.apiVersion() == u.GetAPIVersion() && k.kind == u.GetKind() {
+			return k, true
 		}
 	}
-	panic("unknown composed kind " + kind)
+	return composedKind{}, false
+}
+
+// An xrRef names an XR: its namespace ("" for the claim's cluster-scoped XR) and its name. A
+// namespaced XR composes everything in its own namespace, so two XRs of one name in two
+// namespaces label what they compose alike: the namespace tells them apart.
+type xrRef struct{ namespace, name string }
+
+func (r xrRef) String() string {
+	if r.namespace == "" {
+		return r.name
+	}
+	return r.namespace + "/" + r.name
+}
+
+// composerOf is the XR that composed u, as Crossplane labels it.
+func composerOf(u *unstructured.Unstructured) xrRef {
+	return xrRef{namespace: u.GetNamespace(), name: u.GetLabels()[compositeLabel]}
 }
 
 // fakeProvider plays provider-aws and provider-kubernetes in the background, every 100ms, and
@@ -79,12 +116,17 @@ func kindOf(kind string) composedKind {
 // releases the object. It also records, for every composed object of any kind, when its deletion
 // was first seen (deletionTimestamp set, or the object gone), so tests can check the order of
 // deletions; and every object of step three that ever shows up in Crossplane's own cluster,
-// where none belongs.
+// where none belongs. It plays both scopes of both providers: what the claim's XR composes and
+// what the namespaced XR composes.
 type fakeProvider struct {
 	cp *controlPlane
+	// The fake provider's own clients, so that its polling and the tests' polling do not share
+	// one client-side rate limit: the real providers do not share Crossplane's either.
+	dyn  dynamic.Interface
+	kube kubernetes.Interface
 
 	mu      sync.Mutex
-	wants   map[string]want        // by XR and composition resource name
+	wants   map[string]want        // by XR (namespace and name) and composition resource name
 	seen    map[types.UID]deletion // every composed object seen alive, by UID
 	deleted []deletion             // in the order their deletions were seen
 	local   map[string]bool        // step-three objects seen in Crossplane's cluster
@@ -109,30 +151,38 @@ const (
 )
 
 // set makes the fake provider report w for a composed resource of an XR from now on.
-func (f *fakeProvider) set(xr, name string, w want) {
+func (f *fakeProvider) set(xr xrRef, name string, w want) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.wants[xr+"/"+name] = w
+	f.wants[xr.String()+"/"+name] = w
 }
 
 func (f *fakeProvider) wantFor(u *unstructured.Unstructured) (want, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	w, ok := f.wants[u.GetLabels()[compositeLabel]+"/"+u.GetAnnotations()[resourceNameAnno]]
+	w, ok := f.wants[composerOf(u).String()+"/"+u.GetAnnotations()[resourceNameAnno]]
 	return w, ok
 }
 
 // A deletion is a composed object whose deletion the API server accepted.
 type deletion struct {
-	xr    string // the XR that composed it
+	xr    xrRef  // the XR that composed it
 	name  string // composition resource name
 	kind  string
 	at    time.Time
 	cycle int // the fake provider's poll cycle that saw it: equal cycles are simultaneous
 }
 
-func newFakeProvider(c *controlPlane) *fakeProvider {
-	return &fakeProvider{cp: c, wants: map[string]want{}, seen: map[types.UID]deletion{}, local: map[string]bool{}}
+func newFakeProvider(c *controlPlane) (*fakeProvider, error) {
+	dyn, err := dynamic.NewForConfig(c.cfg)
+	if err != nil {
+		return nil, err
+	}
+	kube, err := kubernetes.NewForConfig(c.cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &fakeProvider{cp: c, dyn: dyn, kube: kube, wants: map[string]want{}, seen: map[types.UID]deletion{}, local: map[string]bool{}}, nil
 }
 
 // run reconciles every 100ms until ctx ends.
@@ -140,8 +190,9 @@ func (f *fakeProvider) run(ctx context.Context) {
 	for cycle := 0; ; cycle++ {
 		present := map[types.UID]bool{}
 		complete := true
+		configs := providerConfigs{}
 		for _, k := range composedKinds {
-			l, err := f.cp.dyn.Resource(k.gvr).List(ctx, metav1.ListOptions{LabelSelector: compositeLabel})
+			l, err := f.dyn.Resource(k.gvr).List(ctx, metav1.ListOptions{LabelSelector: compositeLabel})
 			if err != nil {
 				complete = false
 				continue
@@ -157,12 +208,18 @@ func (f *fakeProvider) run(ctx context.Context) {
 				if !ok || u.GetDeletionTimestamp() != nil {
 					continue
 				}
-				switch u.GetKind() {
-				case "Object":
-					_ = f.updateStatus(ctx, k, u, f.objectStatus(ctx, u, w))
+				switch {
+				case k.configs == "":
+				case k.kind == "Object":
+					_ = f.updateStatus(ctx, k, u, f.objectStatus(f.providerConfig(ctx, configs, k, u), u, w))
 				default:
+					// Without its provider config the provider cannot call AWS: whatever the test
+					// says AWS answers, the resource fails as the real one would.
+					if err := f.providerConfig(ctx, configs, k, u); err != nil {
+						w = want{state: failing, message: "connect failed: cannot get terraform setup: cannot get referenced ProviderConfig: " + err.Error()}
+					}
 					if !reports(u, w) {
-						_ = f.report(ctx, u, w)
+						_ = f.report(ctx, k, u, w)
 					}
 				}
 			}
@@ -181,6 +238,44 @@ func (f *fakeProvider) run(ctx context.Context) {
 	}
 }
 
+// providerConfigs memoises, for one poll cycle, the lookups of provider configs: nil when found,
+// else the API server's error.
+type providerConfigs map[string]error
+
+// providerConfig gets the provider config a managed resource names, as its provider does before
+// anything else: a cluster-scoped kind names a cluster-scoped ProviderConfig (by name alone); a
+// namespaced kind names a ClusterProviderConfig or a ProviderConfig in its own namespace, by kind
+// and name. Both default to "default", as the CRDs do.
+func (f *fakeProvider) providerConfig(ctx context.Context, memo providerConfigs, k composedKind, u *unstructured.Unstructured) error {
+	name, _, _ := unstructured.NestedString(u.Object, "spec", "providerConfigRef", "name")
+	kind, _, _ := unstructured.NestedString(u.Object, "spec", "providerConfigRef", "kind")
+	if name == "" {
+		name = "default"
+	}
+	namespace := ""
+	switch {
+	case !k.namespaced:
+		kind = "ProviderConfig"
+	case kind == "" || kind == "ClusterProviderConfig":
+		kind = "ClusterProviderConfig"
+	case kind == "ProviderConfig":
+		namespace = u.GetNamespace()
+	default:
+		return fmt.Errorf("unknown provider config kind: %q", kind)
+	}
+	resource := gvr(k.configs, "v1beta1", strings.ToLower(kind)+"s")
+	if strings.HasPrefix(k.configs, "kubernetes.") {
+		resource.Version = "v1alpha1"
+	}
+	key := resource.String() + " " + namespace + "/" + name
+	if err, done := memo[key]; done {
+		return err
+	}
+	_, err := f.dyn.Resource(resource).Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
+	memo[key] = err
+	return err
+}
+
 // localKinds are what step three is made of. They belong in the claimed cluster, wrapped in
 // Objects; in Crossplane's own cluster none may ever appear.
 var localKinds = []schema.GroupVersionResource{
@@ -197,9 +292,9 @@ const controllerNamespace = "karpenter"
 // composed or that carries the cluster label, and the controller's namespace by name.
 func (f *fakeProvider) watchLocal(ctx context.Context) {
 	var found []string
-	for _, gvr := range localKinds {
+	for _, kind := range localKinds {
 		for _, sel := range []string{compositeLabel, clusterLabel} {
-			l, err := f.cp.dyn.Resource(gvr).List(ctx, metav1.ListOptions{LabelSelector: sel})
+			l, err := f.dyn.Resource(kind).List(ctx, metav1.ListOptions{LabelSelector: sel})
 			if err != nil {
 				continue
 			}
@@ -208,7 +303,7 @@ func (f *fakeProvider) watchLocal(ctx context.Context) {
 			}
 		}
 	}
-	if _, err := f.cp.kube.CoreV1().Namespaces().Get(ctx, controllerNamespace, metav1.GetOptions{}); err == nil {
+	if _, err := f.kube.CoreV1().Namespaces().Get(ctx, controllerNamespace, metav1.GetOptions{}); err == nil {
 		found = append(found, "Namespace "+controllerNamespace)
 	}
 	if len(found) == 0 {
@@ -233,7 +328,7 @@ func (f *fakeProvider) observe(u *unstructured.Unstructured, cycle int) {
 	defer f.mu.Unlock()
 	d, known := f.seen[u.GetUID()]
 	if !known {
-		d = deletion{xr: u.GetLabels()[compositeLabel], name: u.GetAnnotations()[resourceNameAnno], kind: u.GetKind()}
+		d = deletion{xr: composerOf(u), name: u.GetAnnotations()[resourceNameAnno], kind: u.GetKind()}
 		f.seen[u.GetUID()] = d
 	}
 	if u.GetDeletionTimestamp() != nil && d.at.IsZero() {
@@ -279,7 +374,7 @@ func (f *fakeProvider) reconcileFinalizer(ctx context.Context, k composedKind, u
 	// The resourceVersion makes this a compare-and-swap: never clobber a concurrent change.
 	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{
 		"finalizers": others, "resourceVersion": u.GetResourceVersion()}})
-	_, _ = f.cp.dyn.Resource(k.gvr).Namespace(u.GetNamespace()).Patch(ctx, u.GetName(), types.MergePatchType, patch, metav1.PatchOptions{})
+	_, _ = f.dyn.Resource(k.gvr).Namespace(u.GetNamespace()).Patch(ctx, u.GetName(), types.MergePatchType, patch, metav1.PatchOptions{})
 }
 
 // deletions returns, and forgets, the deletions seen so far.
@@ -292,13 +387,12 @@ func (f *fakeProvider) deletions() []deletion {
 }
 
 // patchStatus merge-patches an object's status subresource.
-func (f *fakeProvider) patchStatus(ctx context.Context, u *unstructured.Unstructured, status map[string]any) error {
-	k := kindOf(u.GetKind())
+func (f *fakeProvider) patchStatus(ctx context.Context, k composedKind, u *unstructured.Unstructured, status map[string]any) error {
 	b, err := json.Marshal(map[string]any{"status": status})
 	if err != nil {
 		return err
 	}
-	_, err = f.cp.dyn.Resource(k.gvr).Namespace(u.GetNamespace()).Patch(ctx, u.GetName(), types.MergePatchType, b, metav1.PatchOptions{}, "status")
+	_, err = f.dyn.Resource(k.gvr).Namespace(u.GetNamespace()).Patch(ctx, u.GetName(), types.MergePatchType, b, metav1.PatchOptions{}, "status")
 	if err != nil {
 		return fmt.Errorf("cannot patch the status of %s %s (%s): %w", u.GetKind(), u.GetName(), u.GetAnnotations()[resourceNameAnno], err)
 	}
@@ -314,7 +408,7 @@ func (f *fakeProvider) updateStatus(ctx context.Context, k composedKind, u *unst
 	}
 	u = u.DeepCopy()
 	u.Object["status"] = status
-	_, err := f.cp.dyn.Resource(k.gvr).Namespace(u.GetNamespace()).UpdateStatus(ctx, u, metav1.UpdateOptions{})
+	_, err := f.dyn.Resource(k.gvr).Namespace(u.GetNamespace()).UpdateStatus(ctx, u, metav1.UpdateOptions{})
 	return err
 }
 
@@ -339,16 +433,12 @@ func sameStatus(a, b any) bool {
 }
 
 // report writes w into a managed resource's status the way provider-aws would: the identifiers
-// AWS assigns in status.atProvider and Ready/Synced, or the provider's error. Usages need
-// nothing (Crossplane makes a Usage Ready).
-func (f *fakeProvider) report(ctx context.Context, u *unstructured.Unstructured, w want) error {
-	switch u.GetKind() {
-	case "Usage", "ClusterUsage":
-		return nil
-	}
+// AWS assigns in status.atProvider and Ready/Synced, or the provider's error. (Usages need
+// nothing: Crossplane makes a Usage Ready.)
+func (f *fakeProvider) report(ctx context.Context, k composedKind, u *unstructured.Unstructured, w want) error {
 	switch w.state {
 	case failing:
-		return f.patchStatus(ctx, u, map[string]any{
+		return f.patchStatus(ctx, k, u, map[string]any{
 			"conditions": []any{xpCondition("Ready", "False", "Creating", ""), xpCondition("Synced", "False", "ReconcileError", w.message)},
 		})
 	case unready:
@@ -358,9 +448,9 @@ func (f *fakeProvider) report(ctx context.Context, u *unstructured.Unstructured,
 		if w.dropARN {
 			status["atProvider"] = map[string]any{"arn": nil}
 		}
-		return f.patchStatus(ctx, u, status)
+		return f.patchStatus(ctx, k, u, status)
 	}
-	return f.patchStatus(ctx, u, map[string]any{
+	return f.patchStatus(ctx, k, u, map[string]any{
 		"atProvider": atProvider(u),
 		"conditions": []any{xpCondition("Ready", "True", "Available", ""), xpCondition("Synced", "True", "ReconcileSuccess", "")},
 	})
@@ -371,10 +461,6 @@ func reports(u *unstructured.Unstructured, w want) bool {
 	readyC, synced := condition(u, "Ready"), condition(u, "Synced")
 	is := func(c map[string]any, status, reason, message string) bool {
 		return c != nil && c["status"] == status && (reason == "" || c["reason"] == reason) && (message == "" || c["message"] == message)
-	}
-	switch u.GetKind() {
-	case "Usage", "ClusterUsage":
-		return true
 	}
 	arn, hasARN, _ := unstructured.NestedString(u.Object, "status", "atProvider", "arn")
 	switch w.state {
@@ -407,9 +493,9 @@ func kustomizationStatus(gen int64, s state, message string) map[string]any {
 	}
 }
 
-// objectStatus is what provider-kubernetes reports for an Object given w. It first gets the
-// ProviderConfig the Object names, as the real provider does to connect to the claimed cluster,
-// and fails with the provider's error when there is none. Once the manifest is applied,
+// objectStatus is what provider-kubernetes reports for an Object given w, and config the
+// outcome of getting the provider config the Object names (providerConfig), as the real provider
+// does to connect to the claimed cluster: it fails with the provider's error when there is none. Once the manifest is applied,
 // status.atProvider.manifest is the object as the claimed cluster returns it (a Namespace
 // Active, a Job Complete or Failed, a Kustomization applied or failing its health check) and
 // Ready follows the Object's readiness policy: as soon as it exists (SuccessfulCreate, the
@@ -417,14 +503,13 @@ func kustomizationStatus(gen int64, s state, message string) map[string]any {
 // Object's own CEL query evaluated on that observed object (DeriveFromCelQuery), as
 // provider-kubernetes evaluates them. An unready Object carrying a Kustomization is one whose
 // Kustomization the cluster's Flux reports unready.
-func (f *fakeProvider) objectStatus(ctx context.Context, u *unstructured.Unstructured, w want) map[string]any {
+func (f *fakeProvider) objectStatus(config error, u *unstructured.Unstructured, w want) map[string]any {
 	synced := xpCondition("Synced", "True", "ReconcileSuccess", "")
 	failed := func(message string) map[string]any {
 		return map[string]any{"conditions": []any{xpCondition("Ready", "False", "Creating", ""), xpCondition("Synced", "False", "ReconcileError", message)}}
 	}
-	pc, _, _ := unstructured.NestedString(u.Object, "spec", "providerConfigRef", "name")
-	if _, err := f.cp.dyn.Resource(providerConfigGVR).Get(ctx, pc, metav1.GetOptions{}); err != nil {
-		return failed("connect failed: cannot get provider config: " + err.Error())
+	if config != nil {
+		return failed("connect failed: cannot get provider config: " + config.Error())
 	}
 	manifest, _, _ := unstructured.NestedMap(u.Object, "spec", "forProvider", "manifest")
 	remoteKustomization := manifest["kind"] == "Kustomization"
@@ -598,19 +683,25 @@ func jobCondition(typ, reason, message, now string) map[string]any {
 		"lastProbeTime": now, "lastTransitionTime": now}
 }
 
-// composedOf lists what exists in the API server for one XR, by composition resource name.
-func composedOf(ctx context.Context, c *controlPlane, xr string) (map[string]*unstructured.Unstructured, error) {
+// composedOf lists what exists in the API server for one XR, by composition resource name: every
+// object of a composed kind, of either scope, that Crossplane labels as the XR's. For a namespaced
+// XR those are in its namespace, but a cluster-scoped object labelled with its name is listed
+// too, so that a test sees it (and fails) rather than overlooks it.
+func composedOf(ctx context.Context, c *controlPlane, xr xrRef) (map[string]*unstructured.Unstructured, error) {
 	out := map[string]*unstructured.Unstructured{}
 	for _, k := range composedKinds {
-		l, err := c.dyn.Resource(k.gvr).List(ctx, metav1.ListOptions{LabelSelector: compositeLabel + "=" + xr})
+		l, err := c.dyn.Resource(k.gvr).List(ctx, metav1.ListOptions{LabelSelector: compositeLabel + "=" + xr.name})
 		if err != nil {
 			if apierrors.IsNotFound(err) {
 				continue
 			}
-			return nil, fmt.Errorf("cannot list %s: %w", k.gvr.Resource, err)
+			return nil, fmt.Errorf("cannot list %s: %w", k.gvr.GroupResource(), err)
 		}
 		for i := range l.Items {
 			u := &l.Items[i]
+			if xr.namespace != "" && u.GetNamespace() != "" && u.GetNamespace() != xr.namespace {
+				continue // another namespace's XR of the same name
+			}
 			name := u.GetAnnotations()[resourceNameAnno]
 			if prev, dup := out[name]; dup {
 				return nil, fmt.Errorf("two composed resources named %q: %s %s and %s %s", name, prev.GetKind(), prev.GetName(), u.GetKind(), u.GetName())

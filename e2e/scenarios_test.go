@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"fmt"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -55,14 +56,19 @@ func pendingIn(message string) []string {
 	return strings.Split(list, ", ")
 }
 
-// Scenario 1: a claim in tenant namespace team-a walks from nothing to Ready. Each step's
-// resources appear only once every resource of the steps before it is Ready; while the last
-// resource of a step is not Ready the function has observably seen the rest Ready and still
-// withholds the next step. Every object was accepted by the API server against the real CRDs,
-// and the claim shows the role ARN, the queue, the rule ARNs and every step condition.
+// Scenario 1: a request in tenant namespace team-a, through each API, walks from nothing to
+// Ready. Each step's resources appear only once every resource of the steps before it is Ready;
+// while the last resource of a step is not Ready the function has observably seen the rest Ready
+// and still withholds the next step. Every object was accepted by the API server against the real
+// CRDs, is of its API's scope (the namespaced XR's all in its namespace), and the claim or the
+// namespaced XR shows the role ARN, the queue, the rule ARNs and every step condition.
 func TestWalkToReady(t *testing.T) {
 	timed(t)
-	c := newClaim(t, "team-a", "karpenter", "prod-eu")
+	forEachAPI(t, testWalkToReady)
+}
+
+func testWalkToReady(t *testing.T, a *api) {
+	c := newKarpenter(t, a, "team-a", "karpenter", "prod-eu")
 
 	for i, s := range steps {
 		start := time.Now()
@@ -95,7 +101,7 @@ func TestWalkToReady(t *testing.T) {
 				t.Fatalf("step %d round %d: with %s not Ready, composed resources must stay %v, got %v", i+1, r+1, last, throughRound(i, r), sortedKeys(now))
 			}
 			if ready := c.condition("Ready"); ready == nil || ready["status"] != "False" {
-				t.Errorf("step %d: the claim must be held at Ready=False while steps are withheld, got %v", i+1, ready)
+				t.Errorf("step %d: the %s must be held at Ready=False while steps are withheld, got %v", i+1, a.kind, ready)
 			}
 			c.markReady(last)
 		}
@@ -104,32 +110,32 @@ func TestWalkToReady(t *testing.T) {
 	}
 
 	c.waitCondition("Ready", "True", react)
-	claim := c.get()
+	got := c.get()
 	for _, s := range steps {
-		cond := condition(claim, s.condition)
+		cond := condition(got, s.condition)
 		if cond == nil || cond["status"] != "True" || cond["reason"] != "Available" {
-			t.Errorf("claim condition %s: want True/Available, got %v", s.condition, cond)
+			t.Errorf("%s condition %s: want True/Available, got %v", a.kind, s.condition, cond)
 		}
 	}
-	if synced := condition(claim, "Synced"); synced == nil || synced["status"] != "True" {
-		t.Errorf("claim Synced: want True, got %v", synced)
+	if synced := condition(got, "Synced"); synced == nil || synced["status"] != "True" {
+		t.Errorf("%s Synced: want True, got %v", a.kind, synced)
 	}
 	const accepted = `Karpenter for cluster "prod-eu" in eu-west-3`
-	if a := condition(claim, "Accepted"); a == nil || a["status"] != "True" || a["reason"] != "Accepted" || a["message"] != accepted {
-		t.Errorf("claim condition Accepted: want True/Accepted %q, got %v", accepted, a)
+	if cond := condition(got, "Accepted"); cond == nil || cond["status"] != "True" || cond["reason"] != "Accepted" || cond["message"] != accepted {
+		t.Errorf("%s condition Accepted: want True/Accepted %q, got %v", a.kind, accepted, cond)
 	}
-	status, _, _ := unstructured.NestedMap(claim.Object, "status")
+	status, _, _ := unstructured.NestedMap(got.Object, "status")
 	if status["roleArn"] != wantRoleARN {
-		t.Errorf("claim status.roleArn: want %q, got %v", wantRoleARN, status["roleArn"])
+		t.Errorf("%s status.roleArn: want %q, got %v", a.kind, wantRoleARN, status["roleArn"])
 	}
 	wantQueue := map[string]any{"name": "prod-eu-karpenter", "arn": wantQueueARN, "url": wantQueueURL}
 	if q, _ := status["queue"].(map[string]any); fmt.Sprint(q) != fmt.Sprint(wantQueue) {
-		t.Errorf("claim status.queue: want %v, got %v", wantQueue, status["queue"])
+		t.Errorf("%s status.queue: want %v, got %v", a.kind, wantQueue, status["queue"])
 	}
 	if r, _ := status["ruleArns"].(map[string]any); fmt.Sprint(r) != fmt.Sprint(wantRuleARNs) {
-		t.Errorf("claim status.ruleArns: want %v, got %v", wantRuleARNs, status["ruleArns"])
+		t.Errorf("%s status.ruleArns: want %v, got %v", a.kind, wantRuleARNs, status["ruleArns"])
 	}
-	xr, err := cp.dyn.Resource(xrGVR).Get(c.ctx, c.xr, metav1.GetOptions{})
+	xr, err := c.xrResource().Get(c.ctx, c.xr.name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +147,8 @@ func TestWalkToReady(t *testing.T) {
 	}
 	resources, usages := c.composed()
 	t.Logf("Ready with %d composed resources and %d Usages", len(resources), len(usages))
-	assertNothingPruned(t, resources, usages)
+	assertNothingPruned(t, a, resources, usages)
+	assertScope(t, c, resources, usages)
 	assertDelivery(t, resources, "prod-eu")
 	// provider-kubernetes derives the access check's readiness from the Object's own CEL query,
 	// evaluated on the Job the claimed cluster reports Complete.
@@ -157,7 +164,7 @@ func TestWalkToReady(t *testing.T) {
 		} {
 			u := c.get()
 			_ = unstructured.SetNestedField(u.Object, f.value, "spec", "cluster", f.field)
-			_, err := cp.dyn.Resource(claimGVR).Namespace(c.ns).Update(c.ctx, u, metav1.UpdateOptions{})
+			err := c.update(u)
 			if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), f.message) {
 				t.Errorf("changing spec.cluster.%s: want Invalid naming %q, got %v", f.field, f.message, err)
 			}
@@ -166,12 +173,13 @@ func TestWalkToReady(t *testing.T) {
 }
 
 // assertNothingPruned compares every composed object's spec, as the API server stored it, with
-// what the function desires for the same claim and observed state in the golden render
-// (examples/render/8-all-ready.yaml, whose fake providers report the same identifiers): the API
-// server silently prunes fields a CRD does not know, so a field missing here was dropped.
-func assertNothingPruned(t *testing.T, maps ...map[string]*unstructured.Unstructured) {
+// what the function desires for the same request and observed state in the API's golden render
+// (examples/render/8-all-ready.yaml, examples/namespaced/render/8-all-ready.yaml, whose fake
+// providers report the same identifiers): the API server silently prunes fields a CRD does not
+// know, so a field missing here was dropped.
+func assertNothingPruned(t *testing.T, a *api, maps ...map[string]*unstructured.Unstructured) {
 	t.Helper()
-	golden, err := readObjects("../examples/render/8-all-ready.yaml")
+	golden, err := readObjects(filepath.Join("..", a.golden))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,9 +268,9 @@ func isZero(v any) bool {
 	return false
 }
 
-// walkToReady has the fake provider make every composed resource of the claims Ready as soon as
-// it appears, until every claim is Ready.
-func walkToReady(t *testing.T, cs ...*claim) {
+// walkToReady has the fake provider make every composed resource of the requests Ready as soon
+// as it appears, until every one is Ready.
+func walkToReady(t *testing.T, cs ...*karpenter) {
 	t.Helper()
 	walk(t, nil, func() bool {
 		for _, c := range cs {
@@ -274,25 +282,25 @@ func walkToReady(t *testing.T, cs ...*claim) {
 	}, cs...)
 }
 
-func (c *claim) walkToReady() { c.t.Helper(); walkToReady(c.t, c) }
+func (c *karpenter) walkToReady() { c.t.Helper(); walkToReady(c.t, c) }
 
-// walk has the fake provider report, for every composed resource of the claims as soon as it
+// walk has the fake provider report, for every composed resource of the requests as soon as it
 // appears, what overrides says for its name, or Ready, until done holds. Each new resource (or
 // done) must come within converge of the last.
-func walk(t *testing.T, overrides map[string]want, done func() bool, cs ...*claim) {
+func walk(t *testing.T, overrides map[string]want, done func() bool, cs ...*karpenter) {
 	t.Helper()
 	reported := map[string]bool{}
 	for !done() {
 		var what []string
 		for _, c := range cs {
-			what = append(what, c.ns+"/"+c.name)
+			what = append(what, c.String())
 		}
 		err := waitFor(t.Context(), converge, "another composed resource, or "+strings.Join(what, " and ")+" done", func() (bool, error) {
 			progress := false
 			for _, c := range cs {
 				resources, _ := c.composed()
 				for _, n := range sortedKeys(resources) {
-					if reported[c.xr+"/"+n] {
+					if reported[c.xr.String()+"/"+n] {
 						continue
 					}
 					w, ok := overrides[n]
@@ -300,7 +308,7 @@ func walk(t *testing.T, overrides map[string]want, done func() bool, cs ...*clai
 						w = want{state: ready}
 					}
 					fake.set(c.xr, n, w)
-					reported[c.xr+"/"+n] = true
+					reported[c.xr.String()+"/"+n] = true
 					progress = true
 				}
 			}
@@ -316,8 +324,9 @@ func walk(t *testing.T, overrides map[string]want, done func() bool, cs ...*clai
 	}
 }
 
-// assertDelivery checks that a claim's resources go to its own cluster: every Object (step
-// three's and the two Kustomizations') applies through the cluster's ProviderConfig, no
+// assertDelivery checks that a request's resources go to its own cluster: every Object (step
+// three's and the two Kustomizations') applies through the cluster's provider config (a
+// ProviderConfig, or for the namespaced XR a ClusterProviderConfig, of the same name), no
 // Kustomization names a kubeconfig (the claimed cluster's own Flux applies it) and each is named
 // after the cluster, and every resource (and every manifest an Object carries) is labelled with
 // the cluster.
@@ -350,6 +359,61 @@ func assertDelivery(t *testing.T, resources map[string]*unstructured.Unstructure
 	}
 }
 
+// assertScope checks that everything a request composed is of its API's scope. For the claim's
+// cluster-scoped XR: provider-aws' *.aws.upbound.io, provider-kubernetes' cluster-scoped Object
+// and ClusterUsages, as before the namespaced API existed. For the namespaced XR: the namespaced
+// kinds (*.aws.m.upbound.io, kubernetes.m.crossplane.io Object, Usage), every one in the XR's
+// namespace, and every managed resource bound to a ClusterProviderConfig — the platform's, never
+// a ProviderConfig a tenant could create in its own namespace — the AWS ones to the one the
+// Composition names. Every kind of the scope is composed at least once, and no composed resource
+// asks its provider to write a connection Secret (for the namespaced XR, into the tenant's
+// namespace).
+func assertScope(t *testing.T, c *karpenter, maps ...map[string]*unstructured.Unstructured) {
+	t.Helper()
+	awsConfig, _ := platformInput(t, c.api)["providerConfigName"].(string)
+	if awsConfig == "" {
+		awsConfig = "default"
+	}
+	used := map[string]int{}
+	for _, m := range maps {
+		for _, n := range sortedKeys(m) {
+			u := m[n]
+			what := fmt.Sprintf("%s %s %s/%s (%s)", u.GetAPIVersion(), u.GetKind(), u.GetNamespace(), u.GetName(), n)
+			k, ok := kindOf(u)
+			switch {
+			case !ok:
+				t.Errorf("%s: not a kind the function composes", what)
+				continue
+			case k.namespaced != c.api.namespaced:
+				t.Errorf("%s: the %s composes %s kinds only", what, c.api.kind, map[bool]string{true: "namespaced", false: "cluster-scoped"}[c.api.namespaced])
+			case c.api.namespaced && u.GetNamespace() != c.ns:
+				t.Errorf("%s: not in the XR's namespace %s", what, c.ns)
+			}
+			used[k.apiVersion()+" "+k.kind]++
+			if ref, ok, _ := unstructured.NestedFieldNoCopy(u.Object, "spec", "writeConnectionSecretToRef"); ok {
+				t.Errorf("%s: writes a connection Secret %v", what, ref)
+			}
+			if !c.api.namespaced || k.configs == "" {
+				continue
+			}
+			kind, _, _ := unstructured.NestedString(u.Object, "spec", "providerConfigRef", "kind")
+			name, _, _ := unstructured.NestedString(u.Object, "spec", "providerConfigRef", "name")
+			if kind != "ClusterProviderConfig" {
+				t.Errorf("%s: providerConfigRef kind %q, want ClusterProviderConfig", what, kind)
+			}
+			if k.kind != "Object" && name != awsConfig {
+				t.Errorf("%s: providerConfigRef name %q, want the Composition's %q", what, name, awsConfig)
+			}
+		}
+	}
+	for _, k := range composedKinds {
+		if k.namespaced == c.api.namespaced && used[k.apiVersion()+" "+k.kind] == 0 {
+			t.Errorf("the %s composed no %s %s", c.api.kind, k.apiVersion(), k.kind)
+		}
+	}
+	t.Logf("%s: every composed resource of the %s's scope: %v", c, c.api.kind, used)
+}
+
 // assertNothingLocal checks that nothing of step three ever appeared in Crossplane's own cluster
 // (the fake provider watches for it all run long): no karpenter namespace, no composed or
 // cluster-labelled Namespace, ServiceAccount or Job.
@@ -366,7 +430,7 @@ func assertNothingLocal(t *testing.T) {
 // sequence continues.
 func TestProviderErrorOnRole(t *testing.T) {
 	timed(t)
-	c := newClaim(t, "team-a", "karpenter", "prod-eu")
+	c := newKarpenter(t, claimAPI, "team-a", "karpenter", "prod-eu")
 	c.waitComposed(throughStep(0), react)
 
 	const providerError = "create failed: async create failed: failed to create the resource: " +
@@ -404,7 +468,7 @@ func TestProviderErrorOnRole(t *testing.T) {
 // Ready=False.
 func TestAccessCheckFails(t *testing.T) {
 	timed(t)
-	c := newClaim(t, "team-a", "karpenter", "prod-eu")
+	c := newKarpenter(t, claimAPI, "team-a", "karpenter", "prod-eu")
 	const jobMessage = "Job failed (BackoffLimitExceeded): Job has reached the specified backoff limit"
 	walk(t, map[string]want{"access-check": {state: jobFailed}}, func() bool {
 		m, _ := c.condition(steps[2].condition)["message"].(string)
@@ -438,7 +502,7 @@ func TestAccessCheckFails(t *testing.T) {
 // says what is wrong, and it recovers once they are Ready again.
 func TestUnreadyDeletesNothing(t *testing.T) {
 	timed(t)
-	c := newClaim(t, "team-a", "karpenter", "prod-eu")
+	c := newKarpenter(t, claimAPI, "team-a", "karpenter", "prod-eu")
 	c.walkToReady()
 	before, usagesBefore := c.composed()
 	assoc := before["pod-identity-association"]
@@ -484,14 +548,20 @@ func TestUnreadyDeletesNothing(t *testing.T) {
 	c.waitCondition("Ready", "True", react)
 }
 
-// Scenario 6: deleting the claim removes everything it composed, the Objects that carry step three
-// to the claimed cluster included, in the order the function's Usages set: the nodes before the
-// controller, the controller before its AWS access and the namespace's and ServiceAccount's
-// Objects, each EventBridge target before its rule and the queue. Crossplane's webhook refuses the deletion of a resource still in use,
-// the garbage collector retries, and Crossplane replays the deletion once the Usage is gone.
+// Scenario 6: deleting the claim, or the namespaced XR, removes everything it composed, the
+// Objects that carry step three to the claimed cluster included, in the order the function's
+// Usages (ClusterUsages for the claim, namespaced Usages for the namespaced XR) set: the nodes
+// before the controller, the controller before its AWS access and the namespace's and
+// ServiceAccount's Objects, each EventBridge target before its rule and the queue. Crossplane's
+// webhook refuses the deletion of a resource still in use, the garbage collector retries, and
+// Crossplane replays the deletion once the Usage is gone.
 func TestDeletion(t *testing.T) {
 	timed(t)
-	c := newClaim(t, "team-a", "karpenter", "prod-eu")
+	forEachAPI(t, testDeletion)
+}
+
+func testDeletion(t *testing.T, a *api) {
+	c := newKarpenter(t, a, "team-a", "karpenter", "prod-eu")
 	c.walkToReady()
 	resources, usages := c.composed()
 	if !equalSets(sortedKeys(resources), allNames()) || len(usages) != 18 {
@@ -557,13 +627,18 @@ func TestDeletion(t *testing.T) {
 	assertNothingLocal(t)
 }
 
-// Scenario 2: bad claims are refused at admission by the XRD's schema, with a message naming the
-// field; the ones the schema cannot judge are refused by the function, which composes nothing.
-// Part of scenario 5 too: a claim for another tenant's cluster is refused.
-// (Immutability of the cluster name and region, a CEL rule on update, is checked on the Ready
-// claim of TestWalkToReady.)
-func TestBadClaims(t *testing.T) {
+// Scenario 2: bad requests, through either API, are refused at admission by the XRD's schema
+// (both XRDs are generated from the same types), with a message naming the field; the ones the
+// schema cannot judge are refused by the function, which composes nothing. Part of scenario 5
+// too: a claim or a namespaced XR for another tenant's cluster is refused — the namespaced XR's
+// own namespace is its tenant, whatever claimRef it writes. (Immutability of the cluster name and
+// region, a CEL rule on update, is checked on the Ready requests of TestWalkToReady.)
+func TestBadInput(t *testing.T) {
 	timed(t)
+	forEachAPI(t, testBadInput)
+}
+
+func testBadInput(t *testing.T, a *api) {
 	set := func(value any, path ...string) func(*unstructured.Unstructured) {
 		return func(u *unstructured.Unstructured) { _ = unstructured.SetNestedField(u.Object, value, path...) }
 	}
@@ -617,7 +692,7 @@ func TestBadClaims(t *testing.T) {
 		{"zones are availability zone names (pattern)",
 			set(list("euw3-az1"), "spec", "pools", "public", "zones"), []string{"spec.pools.public.zones[0]", "should match"}},
 	}
-	base, err := readObjects("../examples/claim.yaml")
+	base, err := readObjects(filepath.Join("..", a.example))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -629,9 +704,9 @@ func TestBadClaims(t *testing.T) {
 		u.SetNamespace("team-b")
 		u.SetName(fmt.Sprintf("bad-%d", i))
 		tc.mutate(u)
-		_, err := cp.dyn.Resource(claimGVR).Namespace("team-b").Create(t.Context(), u, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		_, err := cp.dyn.Resource(a.tenant).Namespace("team-b").Create(t.Context(), u, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		if !apierrors.IsInvalid(err) {
-			t.Errorf("%s: want the claim refused as Invalid, got %v", tc.reason, err)
+			t.Errorf("%s: want the %s refused as Invalid, got %v", tc.reason, a.kind, err)
 			continue
 		}
 		for _, w := range tc.want {
@@ -640,20 +715,21 @@ func TestBadClaims(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d bad claims refused at admission", len(cases))
+	t.Logf("%d bad %ss refused at admission", len(cases), a.kind)
 
 	// What only the function can judge — including tenancy, which the Composition's input declares
 	// (prod-eu may be claimed from team-a and team-c, its nodes in account 111122223333): it
-	// answers a Fatal result naming the field, with Accepted=False on the claim (Invalid: the claim
-	// does not validate; Refused: valid, but not the tenant's to claim), and Crossplane composes
-	// nothing.
-	for _, tc := range []struct {
+	// answers a Fatal result naming the field, with Accepted=False on the claim or the namespaced
+	// XR (Invalid: it does not validate; Refused: valid, but not the tenant's to claim), and
+	// Crossplane composes nothing.
+	type refusal struct {
 		reason  string
 		ns      string
 		mutate  func(*unstructured.Unstructured)
 		refusal string // the Accepted condition's reason
 		want    string
-	}{
+	}
+	refusals := []refusal{
 		{"al2023@latest passes the schema but the platform has not allowed it", "team-a",
 			set("al2023@latest", "spec", "pools", "private", "amiAlias"), "Invalid", "spec.pools.private.amiAlias"},
 		{"a region outside the node role's partition", "team-a",
@@ -683,36 +759,47 @@ func TestBadClaims(t *testing.T) {
 		{"a zone outside the cluster's region", "team-a",
 			set(list("eu-west-1a"), "spec", "pools", "public", "zones"), "Invalid",
 			`spec.pools.public.zones[0]: Invalid value: "eu-west-1a": is not a zone of the cluster's region eu-west-3`},
-	} {
+	}
+	if a.namespaced {
+		// Crossplane writes a claim's claimRef on its XR; on a namespaced XR the tenant writes
+		// whatever it likes, so team-b naming team-a's claim still asks from team-b.
+		refusals = append(refusals, refusal{"a namespaced XR whose claimRef names another tenant's claim", "team-b",
+			set(map[string]any{"apiVersion": "platform.socle.do-now.io/v1alpha1", "kind": "Karpenter", "namespace": "team-a", "name": "karpenter"}, "spec", "claimRef"),
+			"Refused", `claims from namespace "team-b" may not target cluster "prod-eu"`})
+	}
+	// In parallel: each is refused on its own (none holds the cluster), and a refusal is mostly
+	// waiting for Crossplane.
+	for i, tc := range refusals {
 		t.Run(tc.reason, func(t *testing.T) {
-			c := newClaimFrom(t, tc.ns, "refused", tc.mutate)
+			t.Parallel()
+			c := newKarpenterFrom(t, a, tc.ns, fmt.Sprintf("refused-%d", i), tc.mutate)
 			c.assertRefused(tc.reason, tc.refusal, tc.want)
 		})
 	}
 }
 
-// assertRefused checks how the function's refusal of the claim reaches Crossplane and the tenant:
-// the Fatal result on the XR's Synced condition (Crossplane v2.2.1 shows a Fatal result nowhere
-// else), and on the claim itself the Accepted condition False with reason refusal and a warning
-// event, every message containing each of want. It logs what the tenant sees and checks that
-// nothing was composed.
-func (c *claim) assertRefused(reason, refusal string, want ...string) {
+// assertRefused checks how the function's refusal reaches Crossplane and the tenant: the Fatal
+// result on the XR's Synced condition (Crossplane v2.2.1 shows a Fatal result nowhere else), and
+// on the claim or namespaced XR itself the Accepted condition False with reason refusal and a
+// warning event, every message containing each of want. It logs what the tenant sees and checks
+// that nothing was composed.
+func (c *karpenter) assertRefused(reason, refusal string, want ...string) {
 	c.t.Helper()
 	c.wait(react, fmt.Sprintf("the XR's Synced condition naming %q", want), func() (bool, error) {
 		synced := condition(c.getXR(), "Synced")
 		m, _ := synced["message"].(string)
 		return synced["status"] == "False" && containsAll(m, want...), nil
 	})
-	c.wait(react, fmt.Sprintf("the claim's Accepted condition False/%s naming %q", refusal, want), func() (bool, error) {
+	c.wait(react, fmt.Sprintf("the %s's Accepted condition False/%s naming %q", c.api.kind, refusal, want), func() (bool, error) {
 		accepted := c.condition("Accepted")
 		m, _ := accepted["message"].(string)
 		return accepted["status"] == "False" && accepted["reason"] == refusal && containsAll(m, want...), nil
 	})
-	c.wait(react, fmt.Sprintf("a warning event on the claim naming %q", want), func() (bool, error) {
+	c.wait(react, fmt.Sprintf("a warning event on the %s naming %q", c.api.kind, want), func() (bool, error) {
 		return c.warningEvent(want...), nil
 	})
-	c.t.Logf("%s:\n  XR Synced: %s\n  claim conditions:\n%s  claim events:\n%s  XR warnings:\n%s", reason,
-		condition(c.getXR(), "Synced")["message"], conditionsText(c.get()), c.events(), c.xrWarnings())
+	c.t.Logf("%s:\n  XR Synced: %s\n  %s conditions:\n%s  %s events:\n%s  XR warnings:\n%s", reason,
+		condition(c.getXR(), "Synced")["message"], c.api.kind, conditionsText(c.get()), c.api.kind, c.events(), c.xrWarnings())
 	// A few more reconciles: a refused XR must not compose anything in between.
 	time.Sleep(2 * time.Second)
 	if all, _ := composedOf(c.ctx, cp, c.xr); len(all) != 0 {

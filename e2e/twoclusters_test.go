@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -13,21 +12,27 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
-// Scenario 5: two claims for two clusters, from two tenant namespaces, coexist on one Crossplane
-// without a name clash, in AWS or in Kubernetes: team-a's claim for prod-eu and team-b's for
-// prod-us walk to Ready side by side, each with its own AWS names, its own Kustomizations (named
-// after its cluster), everything in the cluster applied through its own cluster's ProviderConfig,
-// and every resource labelled with its own cluster. A third claim for prod-eu, from team-c (which
-// the tenancy allows), is refused because prod-eu is already claimed; one from team-b is refused
-// by the tenancy. Deleting one claim leaves the other's resources untouched.
+// Scenario 5: two requests for two clusters, from two tenant namespaces, through one API, coexist
+// on one Crossplane without a name clash, in AWS or in Kubernetes: team-a's for prod-eu and
+// team-b's for prod-us walk to Ready side by side, each with its own AWS names, its own
+// Kustomizations (named after its cluster), everything in the cluster applied through its own
+// cluster's provider config, and every resource labelled with its own cluster. A third request
+// for prod-eu, from team-c (which the tenancy allows) and of the same name as team-a's, is
+// refused because prod-eu is already held — through either API: one Karpenter per cluster,
+// whichever API asks; one from team-b is refused by the tenancy. Deleting one request leaves the
+// other's resources untouched.
 func TestTwoClusters(t *testing.T) {
 	timed(t)
-	// The shipped Composition must declare both clusters, prod-eu for team-a and team-c, prod-us
-	// for team-b; fail at once, saying so, rather than time out on a claim it refuses.
-	requireTenancy(t, map[string][]string{"prod-eu": {"team-a", "team-c"}, "prod-us": {"team-b"}})
+	forEachAPI(t, testTwoClusters)
+}
 
-	eu := newClaim(t, "team-a", "karpenter-eu", "prod-eu")
-	us := newClaimFrom(t, "team-b", "karpenter-us", func(u *unstructured.Unstructured) {
+func testTwoClusters(t *testing.T, a *api) {
+	// The shipped Composition must declare both clusters, prod-eu for team-a and team-c, prod-us
+	// for team-b; fail at once, saying so, rather than time out on a request it refuses.
+	requireTenancy(t, a, map[string][]string{"prod-eu": {"team-a", "team-c"}, "prod-us": {"team-b"}})
+
+	eu := newKarpenter(t, a, "team-a", "karpenter-eu", "prod-eu")
+	us := newKarpenterFrom(t, a, "team-b", "karpenter-us", func(u *unstructured.Unstructured) {
 		_ = unstructured.SetNestedField(u.Object, "prod-us", "spec", "cluster", "name")
 		_ = unstructured.SetNestedField(u.Object, "us-east-1", "spec", "cluster", "region")
 		_ = unstructured.SetNestedField(u.Object, "arn:aws:iam::111122223333:role/prod-us-bootstrap-nodes", "spec", "nodeIdentity", "roleArn")
@@ -35,22 +40,23 @@ func TestTwoClusters(t *testing.T) {
 	})
 	start := time.Now()
 	walkToReady(t, eu, us)
-	t.Logf("both claims Ready in %.1fs", time.Since(start).Seconds())
+	t.Logf("both %ss Ready in %.1fs", a.kind, time.Since(start).Seconds())
 
 	euRes, euUsages := eu.composed()
 	usRes, usUsages := us.composed()
 	for _, c := range []struct {
-		claim     *claim
-		resources map[string]*unstructured.Unstructured
-		cluster   string
-	}{{eu, euRes, "prod-eu"}, {us, usRes, "prod-us"}} {
+		k                 *karpenter
+		resources, usages map[string]*unstructured.Unstructured
+		cluster           string
+	}{{eu, euRes, euUsages, "prod-eu"}, {us, usRes, usUsages, "prod-us"}} {
 		if !equalSets(sortedKeys(c.resources), allNames()) {
-			t.Errorf("%s/%s: want every resource composed, got %v", c.claim.ns, c.claim.name, sortedKeys(c.resources))
+			t.Errorf("%s: want every resource composed, got %v", c.k, sortedKeys(c.resources))
 		}
 		assertDelivery(t, c.resources, c.cluster)
+		assertScope(t, c.k, c.resources, c.usages)
 	}
 	if len(euUsages) != len(usUsages) || len(euUsages) == 0 {
-		t.Errorf("want the same Usages for both claims, got %d and %d", len(euUsages), len(usUsages))
+		t.Errorf("want the same Usages for both %ss, got %d and %d", a.kind, len(euUsages), len(usUsages))
 	}
 	for _, c := range []struct {
 		usages  map[string]*unstructured.Unstructured
@@ -86,68 +92,124 @@ func TestTwoClusters(t *testing.T) {
 	t.Run("no Kubernetes object is shared", func(t *testing.T) {
 		objects := map[string]string{}
 		for _, c := range []struct {
-			claim   *claim
+			k       *karpenter
 			objects map[string]*unstructured.Unstructured
 		}{{eu, euRes}, {eu, euUsages}, {us, usRes}, {us, usUsages}} {
-			xrUID := c.claim.getXR().GetUID()
+			xrUID := c.k.getXR().GetUID()
 			for _, n := range sortedKeys(c.objects) {
 				u := c.objects[n]
 				id := fmt.Sprintf("%s %s %s/%s", u.GetAPIVersion(), u.GetKind(), u.GetNamespace(), u.GetName())
 				if prev, clash := objects[id]; clash {
-					t.Errorf("%s is composed by both %s and %s/%s", id, prev, c.claim.ns, c.claim.name)
+					t.Errorf("%s is composed by both %s and %s", id, prev, c.k)
 				}
-				objects[id] = c.claim.ns + "/" + c.claim.name
+				objects[id] = c.k.String()
 				if ref := controllerOf(u); ref != string(xrUID) {
-					t.Errorf("%s (%s of %s/%s) is controlled by %q, not by its XR %s", id, n, c.claim.ns, c.claim.name, ref, xrUID)
+					t.Errorf("%s (%s of %s) is controlled by %q, not by its XR %s", id, n, c.k, ref, xrUID)
 				}
 			}
 		}
 	})
 
-	t.Run("each claim reports its own cluster's identifiers", func(t *testing.T) {
+	t.Run("each reports its own cluster's identifiers", func(t *testing.T) {
 		for _, c := range []struct {
-			claim          *claim
+			k              *karpenter
 			roleARN, queue string
 		}{
 			{eu, wantRoleARN, wantQueueARN},
 			{us, "arn:aws:iam::111122223333:role/socle/prod-us/prod-us-karpenter", "arn:aws:sqs:us-east-1:111122223333:prod-us-karpenter"},
 		} {
-			st, _, _ := unstructured.NestedMap(c.claim.get().Object, "status")
+			st, _, _ := unstructured.NestedMap(c.k.get().Object, "status")
 			q, _ := st["queue"].(map[string]any)
 			if st["roleArn"] != c.roleARN || q["arn"] != c.queue {
-				t.Errorf("%s/%s: want role %s and queue %s, got %v and %v", c.claim.ns, c.claim.name, c.roleARN, c.queue, st["roleArn"], q["arn"])
+				t.Errorf("%s: want role %s and queue %s, got %v and %v", c.k, c.roleARN, c.queue, st["roleArn"], q["arn"])
 			}
 		}
 	})
 	assertNothingLocal(t)
 
-	// Refusals. Each refused claim is deleted when its subtest ends.
-	t.Run("a claim for a cluster already claimed is refused", func(t *testing.T) {
-		c := newClaim(t, "team-c", "karpenter", "prod-eu")
-		c.assertRefused("team-c claims prod-eu, which team-a's claim holds", "Refused", "already claimed", `"prod-eu"`, eu.name)
-	})
-	t.Run("a claim for another tenant's cluster is refused", func(t *testing.T) {
-		c := newClaim(t, "team-b", "karpenter-eu", "prod-eu")
-		c.assertRefused("team-b claims prod-eu, which the tenancy gives to team-a and team-c", "Refused", `claims from namespace "team-b" may not target cluster "prod-eu"`)
+	// Refusals. Each refused request is deleted when its subtest ends. The one from team-c has
+	// the name of team-a's: a namespaced XR's composed resources carry its name alone in their
+	// labels, so only their namespace tells the two apart.
+	for _, b := range apis {
+		t.Run("a "+b.kind+" for a cluster already held is refused", func(t *testing.T) {
+			c := newKarpenter(t, b, "team-c", eu.name, "prod-eu")
+			c.assertRefused(fmt.Sprintf("team-c asks for prod-eu with a %s, which %s holds", b.kind, eu), "Refused",
+				"already claimed", `"prod-eu"`, eu.ns+"/"+eu.name)
+		})
+	}
+	t.Run("a "+a.kind+" for another tenant's cluster is refused", func(t *testing.T) {
+		c := newKarpenter(t, a, "team-b", "karpenter-eu", "prod-eu")
+		c.assertRefused("team-b asks for prod-eu, which the tenancy gives to team-a and team-c", "Refused", `claims from namespace "team-b" may not target cluster "prod-eu"`)
 	})
 	assertUntouched(t, eu, euRes, nil)
 	assertUntouched(t, us, usRes, nil)
 
-	// Deleting prod-us's claim leaves prod-eu's resources alone.
+	// Deleting prod-us's request leaves prod-eu's resources alone.
 	deletions := us.deleteAndWait()
 	assertUntouched(t, eu, euRes, deletions)
 	if n := len(deletions); n < len(usRes)+len(usUsages) {
-		t.Errorf("deleting %s/%s: want the deletion of its %d resources and %d Usages seen, saw %d", us.ns, us.name, len(usRes), len(usUsages), n)
+		t.Errorf("deleting %s: want the deletion of its %d resources and %d Usages seen, saw %d", us, len(usRes), len(usUsages), n)
 	}
 }
 
-// assertUntouched checks that a Ready claim still has exactly the resources it had (same UIDs,
+// Scenario 5, across the APIs at once: a namespaced XR from team-c and a claim from team-a ask for
+// prod-eu back to back, before either has composed anything. Both may compose their controller
+// role before either sees the other's; the one whose role is older keeps the cluster. Exactly
+// one holds it (Accepted), the other is refused naming the holder and composes nothing more: the
+// holder moves on to step two once its first step is Ready, the refused one never gets past its
+// first.
+func TestOneKarpenterPerCluster(t *testing.T) {
+	timed(t)
+	both := []*karpenter{
+		newKarpenter(t, namespacedAPI, "team-c", "karpenter", "prod-eu"),
+		newKarpenter(t, claimAPI, "team-a", "karpenter", "prod-eu"),
+	}
+	var holder, refused *karpenter
+	settled := func() bool {
+		holder, refused = nil, nil
+		for _, c := range both {
+			switch accepted := c.condition("Accepted"); {
+			case accepted["status"] == "True":
+				holder = c
+			case accepted["status"] == "False" && accepted["reason"] == "Refused":
+				refused = c
+			}
+		}
+		return holder != nil && refused != nil
+	}
+	if err := waitFor(t.Context(), react, "one of them Accepted, the other Refused", func() (bool, error) { return settled(), nil }); err != nil {
+		t.Fatalf("%v\n%s%s", err, both[0].describe(), both[1].describe())
+	}
+	t.Logf("%s holds prod-eu; %s is refused: %s", holder, refused, refused.condition("Accepted")["message"])
+	refused.waitCondition("Accepted", "False", react, "already claimed", `"prod-eu"`, holder.ns+"/"+holder.name)
+
+	holder.waitComposed(throughStep(0), react)
+	holder.markReady(stepNames(0)...)
+	holder.waitComposed(throughStep(1), converge)
+	if !settled() || holder.condition("Accepted")["status"] != "True" {
+		t.Errorf("once the holder moved on, still want it Accepted and the other refused:\n%s%s", holder.describe(), refused.describe())
+	}
+	resources, usages := refused.composed()
+	for _, n := range sortedKeys(resources) {
+		if !slices.Contains(stepNames(0), n) {
+			t.Errorf("the refused %s composed %s, beyond its first step", refused, n)
+		}
+	}
+	if len(usages) != 0 {
+		t.Errorf("the refused %s composed Usages %v", refused, sortedKeys(usages))
+	}
+	if ready := refused.condition("Ready"); ready == nil || ready["status"] != "False" {
+		t.Errorf("the refused %s must be Ready=False, got %v", refused, ready)
+	}
+}
+
+// assertUntouched checks that a Ready request still has exactly the resources it had (same UIDs,
 // none being deleted, none seen deleted among deletions) and is still Ready.
-func assertUntouched(t *testing.T, c *claim, before map[string]*unstructured.Unstructured, deletions []deletion) {
+func assertUntouched(t *testing.T, c *karpenter, before map[string]*unstructured.Unstructured, deletions []deletion) {
 	t.Helper()
 	for _, d := range deletions {
 		if d.xr == c.xr {
-			t.Errorf("%s/%s's %s (%s) was deleted", c.ns, c.name, d.name, d.kind)
+			t.Errorf("%s's %s (%s) was deleted", c, d.name, d.kind)
 		}
 	}
 	after, _ := c.composed()
@@ -155,21 +217,21 @@ func assertUntouched(t *testing.T, c *claim, before map[string]*unstructured.Uns
 		a, ok := after[n]
 		switch {
 		case !ok:
-			t.Errorf("%s/%s's %s is gone", c.ns, c.name, n)
+			t.Errorf("%s's %s is gone", c, n)
 		case a.GetUID() != before[n].GetUID():
-			t.Errorf("%s/%s's %s was re-created", c.ns, c.name, n)
+			t.Errorf("%s's %s was re-created", c, n)
 		case a.GetDeletionTimestamp() != nil:
-			t.Errorf("%s/%s's %s is being deleted", c.ns, c.name, n)
+			t.Errorf("%s's %s is being deleted", c, n)
 		case conditionStatus(a, "Ready") != "True":
-			t.Errorf("%s/%s's %s is no longer Ready:\n%s", c.ns, c.name, n, conditionsText(a))
+			t.Errorf("%s's %s is no longer Ready:\n%s", c, n, conditionsText(a))
 		}
 	}
 	if ready := c.condition("Ready"); ready == nil || ready["status"] != "True" {
-		t.Errorf("%s/%s must still be Ready, got %v", c.ns, c.name, ready)
+		t.Errorf("%s must still be Ready, got %v", c, ready)
 	}
 }
 
-// awsIdentities is every name or identifier a claim's managed resources take in AWS, each mapped
+// awsIdentities is every name or identifier a request's managed resources take in AWS, each mapped
 // to the composed resource that takes it. Two clusters in one account must share none.
 func awsIdentities(t *testing.T, resources map[string]*unstructured.Unstructured) map[string]string {
 	t.Helper()
@@ -217,29 +279,38 @@ func awsIdentities(t *testing.T, resources map[string]*unstructured.Unstructured
 	return out
 }
 
-// requireTenancy fails the test unless the shipped Composition's tenancy declares every cluster
-// of want, claimable from (at least) the namespaces listed.
-func requireTenancy(t *testing.T, want map[string][]string) {
+// platformInput is the function input of the API's shipped Composition: the platform's
+// configuration.
+func platformInput(t *testing.T, a *api) map[string]any {
 	t.Helper()
-	comps, err := readObjects(filepath.Join("..", "apis", "composition.yaml"))
-	if err != nil || len(comps) != 1 {
-		t.Fatalf("cannot read apis/composition.yaml: %v", err)
+	_, comp, err := a.read("..")
+	if err != nil {
+		t.Fatal(err)
 	}
-	pipeline, _, _ := unstructured.NestedSlice(comps[0].Object, "spec", "pipeline")
+	pipeline, _, _ := unstructured.NestedSlice(comp.Object, "spec", "pipeline")
+	if len(pipeline) != 1 {
+		t.Fatalf("%s: want one function step, found %d", a.composition, len(pipeline))
+	}
+	input, _, _ := unstructured.NestedMap(pipeline[0].(map[string]any), "input")
+	return input
+}
+
+// requireTenancy fails the test unless the API's shipped Composition's tenancy declares every
+// cluster of want, claimable from (at least) the namespaces listed.
+func requireTenancy(t *testing.T, a *api, want map[string][]string) {
+	t.Helper()
+	clusters, _, _ := unstructured.NestedSlice(platformInput(t, a), "tenancy", "clusters")
 	declared := map[string][]string{}
-	for _, step := range pipeline {
-		clusters, _, _ := unstructured.NestedSlice(step.(map[string]any), "input", "tenancy", "clusters")
-		for _, cl := range clusters {
-			m := cl.(map[string]any)
-			name, _ := m["name"].(string)
-			ns, _, _ := unstructured.NestedStringSlice(m, "namespaces")
-			declared[name] = ns
-		}
+	for _, cl := range clusters {
+		m := cl.(map[string]any)
+		name, _ := m["name"].(string)
+		ns, _, _ := unstructured.NestedStringSlice(m, "namespaces")
+		declared[name] = ns
 	}
 	for _, cluster := range sortedKeys(want) {
 		for _, ns := range want[cluster] {
 			if !slices.Contains(declared[cluster], ns) {
-				t.Fatalf("this scenario needs apis/composition.yaml's tenancy to let %s claim %s; it declares %v", ns, cluster, declared)
+				t.Fatalf("this scenario needs %s's tenancy to let %s claim %s; it declares %v", a.composition, ns, cluster, declared)
 			}
 		}
 	}
