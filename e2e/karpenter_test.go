@@ -81,12 +81,25 @@ func (a *api) read(repo string) (xrd, composition *unstructured.Unstructured, er
 	return xrds[0], comps[0], nil
 }
 
-// forEachAPI runs a scenario for each API, one after the other (each may hold a cluster), as the
-// subtests claim and namespaced.
+// forEachAPI runs a scenario for each API, as the subtests claim and namespaced, one after the
+// other: each holds prod-eu while it runs.
 func forEachAPI(t *testing.T, scenario func(*testing.T, *api)) {
 	t.Helper()
 	for _, a := range apis {
 		t.Run(a.name, func(t *testing.T) {
+			timed(t)
+			scenario(t, a)
+		})
+	}
+}
+
+// forEachAPIAtOnce runs a scenario for each API in parallel, for scenarios whose runs hold no
+// cluster the other needs. A scenario is mostly waiting on Crossplane.
+func forEachAPIAtOnce(t *testing.T, scenario func(*testing.T, *api)) {
+	t.Helper()
+	for _, a := range apis {
+		t.Run(a.name, func(t *testing.T) {
+			t.Parallel()
 			timed(t)
 			scenario(t, a)
 		})
@@ -161,6 +174,15 @@ func newKarpenter(t *testing.T, a *api, ns, name, cluster string) *karpenter {
 	return newKarpenterFrom(t, a, ns, name, func(u *unstructured.Unstructured) {
 		_ = unstructured.SetNestedField(u.Object, cluster, "spec", "cluster", "name")
 	})
+}
+
+// onProdUS points a request at prod-us instead of the example's prod-eu: its region and the
+// role and instance profile of its bootstrap nodes.
+func onProdUS(u *unstructured.Unstructured) {
+	_ = unstructured.SetNestedField(u.Object, "prod-us", "spec", "cluster", "name")
+	_ = unstructured.SetNestedField(u.Object, "us-east-1", "spec", "cluster", "region")
+	_ = unstructured.SetNestedField(u.Object, "arn:aws:iam::111122223333:role/prod-us-bootstrap-nodes", "spec", "nodeIdentity", "roleArn")
+	_ = unstructured.SetNestedField(u.Object, "prod-us-bootstrap-nodes", "spec", "nodeIdentity", "instanceProfile")
 }
 
 // newKarpenterFrom creates the API's example in ns with the given name, changed by mutate, waits
@@ -325,11 +347,12 @@ func (c *karpenter) report(w want, names ...string) {
 
 // deleteAndWait deletes what the tenant created and waits until it, the XR and everything it
 // composed are gone from the API server; it logs how long that took and returns the composed
-// objects' deletions in the order the fake provider saw them.
+// objects' deletions in the order the fake provider saw them meanwhile — of every XR, other
+// tests' that run in parallel included.
 func (c *karpenter) deleteAndWait() []deletion {
 	c.t.Helper()
 	start := time.Now()
-	fake.deletions()
+	mark := fake.deletionMark()
 	if err := cp.dyn.Resource(c.api.tenant).Namespace(c.ns).Delete(c.ctx, c.name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		c.t.Fatalf("cannot delete %s: %v", c, err)
 	}
@@ -346,7 +369,7 @@ func (c *karpenter) deleteAndWait() []deletion {
 	// One more poll of the fake provider, so it has seen the last objects go.
 	time.Sleep(300 * time.Millisecond)
 	c.t.Logf("%s deleted: everything gone in %.1fs", c, time.Since(start).Seconds())
-	return fake.deletions()
+	return fake.deletionsSince(mark)
 }
 
 // describe is what the tenant created, the claim's XR and what it composed, for failure

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -128,7 +129,7 @@ type fakeProvider struct {
 	mu      sync.Mutex
 	wants   map[string]want        // by XR (namespace and name) and composition resource name
 	seen    map[types.UID]deletion // every composed object seen alive, by UID
-	deleted []deletion             // in the order their deletions were seen
+	deleted []deletion             // in the order their deletions were seen, all run long
 	local   map[string]bool        // step-three objects seen in Crossplane's cluster
 }
 
@@ -377,13 +378,19 @@ func (f *fakeProvider) reconcileFinalizer(ctx context.Context, k composedKind, u
 	_, _ = f.dyn.Resource(k.gvr).Namespace(u.GetNamespace()).Patch(ctx, u.GetName(), types.MergePatchType, patch, metav1.PatchOptions{})
 }
 
-// deletions returns, and forgets, the deletions seen so far.
-func (f *fakeProvider) deletions() []deletion {
+// deletionMark marks where the deletions seen so far end, for deletionsSince. Tests that run in
+// parallel each read their own window; none forgets another's.
+func (f *fakeProvider) deletionMark() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	out := f.deleted
-	f.deleted = nil
-	return out
+	return len(f.deleted)
+}
+
+// deletionsSince returns the deletions seen since mark, of every XR.
+func (f *fakeProvider) deletionsSince(mark int) []deletion {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.deleted[mark:])
 }
 
 // patchStatus merge-patches an object's status subresource.

@@ -548,20 +548,27 @@ func TestUnreadyDeletesNothing(t *testing.T) {
 	c.waitCondition("Ready", "True", react)
 }
 
-// Scenario 6: deleting the claim, or the namespaced XR, removes everything it composed, the
-// Objects that carry step three to the claimed cluster included, in the order the function's
-// Usages (ClusterUsages for the claim, namespaced Usages for the namespaced XR) set: the nodes
-// before the controller, the controller before its AWS access and the namespace's and
-// ServiceAccount's Objects, each EventBridge target before its rule and the queue. Crossplane's
-// webhook refuses the deletion of a resource still in use, the garbage collector retries, and
-// Crossplane replays the deletion once the Usage is gone.
+// Scenario 6: deleting the claim (for prod-eu), or the namespaced XR (for prod-us), removes
+// everything it composed, the Objects that carry step three to the claimed cluster included, in
+// the order the function's Usages (ClusterUsages for the claim, namespaced Usages for the
+// namespaced XR) set: the nodes before the controller, the controller before its AWS access and
+// the namespace's and ServiceAccount's Objects, each EventBridge target before its rule and the
+// queue. Crossplane's webhook refuses the deletion of a resource still in use, the garbage
+// collector retries, and Crossplane replays the deletion once the Usage is gone.
 func TestDeletion(t *testing.T) {
 	timed(t)
-	forEachAPI(t, testDeletion)
+	// Each API on a cluster of its own (prod-eu from team-a, prod-us from team-b), so both run at
+	// once.
+	forEachAPIAtOnce(t, func(t *testing.T, a *api) {
+		if a.namespaced {
+			testDeletion(t, newKarpenterFrom(t, a, "team-b", "karpenter", onProdUS))
+			return
+		}
+		testDeletion(t, newKarpenter(t, a, "team-a", "karpenter", "prod-eu"))
+	})
 }
 
-func testDeletion(t *testing.T, a *api) {
-	c := newKarpenter(t, a, "team-a", "karpenter", "prod-eu")
+func testDeletion(t *testing.T, c *karpenter) {
 	c.walkToReady()
 	resources, usages := c.composed()
 	if !equalSets(sortedKeys(resources), allNames()) || len(usages) != 18 {
@@ -604,7 +611,12 @@ func testDeletion(t *testing.T, a *api) {
 		return true, nil
 	})
 
-	deletions := c.deleteAndWait()
+	var deletions []deletion // the other API's run deletes its own meanwhile
+	for _, d := range c.deleteAndWait() {
+		if d.xr == c.xr {
+			deletions = append(deletions, d)
+		}
+	}
 	when := map[string]deletion{}
 	var b strings.Builder
 	for _, d := range deletions {
@@ -635,7 +647,8 @@ func testDeletion(t *testing.T, a *api) {
 // region, a CEL rule on update, is checked on the Ready requests of TestWalkToReady.)
 func TestBadInput(t *testing.T) {
 	timed(t)
-	forEachAPI(t, testBadInput)
+	// Nothing is accepted, so nothing holds a cluster: both APIs, and every refusal, at once.
+	forEachAPIAtOnce(t, testBadInput)
 }
 
 func testBadInput(t *testing.T, a *api) {
@@ -768,7 +781,7 @@ func testBadInput(t *testing.T, a *api) {
 			"Refused", `claims from namespace "team-b" may not target cluster "prod-eu"`})
 	}
 	// In parallel: each is refused on its own (none holds the cluster), and a refusal is mostly
-	// waiting for Crossplane.
+	// waiting for Crossplane. Names differ, for the refusals share two namespaces.
 	for i, tc := range refusals {
 		t.Run(tc.reason, func(t *testing.T) {
 			t.Parallel()

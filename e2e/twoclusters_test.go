@@ -32,12 +32,7 @@ func testTwoClusters(t *testing.T, a *api) {
 	requireTenancy(t, a, map[string][]string{"prod-eu": {"team-a", "team-c"}, "prod-us": {"team-b"}})
 
 	eu := newKarpenter(t, a, "team-a", "karpenter-eu", "prod-eu")
-	us := newKarpenterFrom(t, a, "team-b", "karpenter-us", func(u *unstructured.Unstructured) {
-		_ = unstructured.SetNestedField(u.Object, "prod-us", "spec", "cluster", "name")
-		_ = unstructured.SetNestedField(u.Object, "us-east-1", "spec", "cluster", "region")
-		_ = unstructured.SetNestedField(u.Object, "arn:aws:iam::111122223333:role/prod-us-bootstrap-nodes", "spec", "nodeIdentity", "roleArn")
-		_ = unstructured.SetNestedField(u.Object, "prod-us-bootstrap-nodes", "spec", "nodeIdentity", "instanceProfile")
-	})
+	us := newKarpenterFrom(t, a, "team-b", "karpenter-us", onProdUS)
 	start := time.Now()
 	walkToReady(t, eu, us)
 	t.Logf("both %ss Ready in %.1fs", a.kind, time.Since(start).Seconds())

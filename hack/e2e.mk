@@ -64,6 +64,9 @@ e2e-tools: $(E2E_BINARIES) ## Build the end-to-end control plane binaries (cache
 # to the claimed cluster inside provider-kubernetes Objects.
 E2E_FUNCTION := $(CACHE)/e2e/function
 E2E_TIMEOUT ?= 45m
+# Parallel subtests (refusals, one API per cluster) wait on the control plane, not on a CPU:
+# go test's default, GOMAXPROCS, would run two at a time on a small CI machine.
+E2E_PARALLEL ?= 16
 
 .PHONY: e2e-test
 e2e-test: $(E2E_BINARIES) provider-aws-crds provider-kubernetes-crds ## End-to-end tests against a real API server and Crossplane on loopback.
@@ -75,6 +78,6 @@ e2e-test: $(E2E_BINARIES) provider-aws-crds provider-kubernetes-crds ## End-to-e
 	  E2E_FUNCTION=$(E2E_FUNCTION) E2E_PROVIDER_AWS_CRDS=$(PROVIDER_AWS_CRDS) \
 	  E2E_PROVIDER_KUBERNETES_CRDS=$(PROVIDER_KUBERNETES_CRDS) \
 	  E2E_CROSSPLANE_CRDS="$$xp/cluster/crds" \
-	  go test -tags e2e $(GO_TEST_FLAGS) -timeout $(E2E_TIMEOUT) -v ./...
+	  go test -tags e2e $(GO_TEST_FLAGS) -parallel $(E2E_PARALLEL) -timeout $(E2E_TIMEOUT) -v ./...
 
 .DEFAULT_GOAL := $(E2E_MK_SAVED_DEFAULT_GOAL)
