@@ -774,8 +774,10 @@ func testBadInput(t *testing.T, a *api) {
 			`spec.pools.public.zones[0]: Invalid value: "eu-west-1a": is not a zone of the cluster's region eu-west-3`},
 	}
 	if a.namespaced {
-		// Crossplane writes a claim's claimRef on its XR; on a namespaced XR the tenant writes
-		// whatever it likes, so team-b naming team-a's claim still asks from team-b.
+		// Crossplane writes a claim's claimRef on its XR; a namespaced XR's would be the
+		// tenant's own words. Crossplane's schema for a namespaced XR has no spec.claimRef, so
+		// the API server drops it before the function (which would not trust it either) sees
+		// it: team-b naming team-a's claim still asks from team-b.
 		refusals = append(refusals, refusal{"a namespaced XR whose claimRef names another tenant's claim", "team-b",
 			set(map[string]any{"apiVersion": "platform.socle.do-now.io/v1alpha1", "kind": "Karpenter", "namespace": "team-a", "name": "karpenter"}, "spec", "claimRef"),
 			"Refused", `claims from namespace "team-b" may not target cluster "prod-eu"`})
