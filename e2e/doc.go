@@ -1,7 +1,7 @@
 // Package e2e proves function-karpenter against a real control plane on loopback: etcd,
 // kube-apiserver, kube-controller-manager and Crossplane core, built from the Go module proxy
-// (hack/e2e.mk), with the project's XRD and Composition, the provider-aws and provider-kubernetes CRDs (no Flux:
-// the Kustomizations go to the claimed cluster inside Objects), and the
-// function served over mTLS. The tests play the providers. They carry the build tag e2e and run
-// with `make e2e-test`.
+// (hack/e2e.mk), with the project's two APIs (the claim's XRD and the namespaced XR's, and
+// their Compositions), the provider-aws and provider-kubernetes CRDs of both scopes (no Flux: the
+// Kustomizations go to the claimed cluster inside Objects), and the function served over mTLS.
+// The tests play the providers. They carry the build tag e2e and run with `make e2e-test`.
 package e2e

@@ -17,9 +17,9 @@ import (
 )
 
 // How long Crossplane gets to react to one change. A reconcile takes well under a second on
-// loopback, but Crossplane v2.2.1 soon stops reacting to watch events for this XR (its circuit
-// breaker opens; see the README) and then reconciles on the function's TTL: 15s while a step
-// waits, a minute once everything is Ready. The margin is for a loaded CI machine.
+// loopback, but Crossplane (v2.4.2 as v2.2.1) soon stops reacting to watch events for this XR
+// (its circuit breaker opens; see the README) and then reconciles on the function's TTL: 15s
+// while a step waits, a minute once everything is Ready. The margin is for a loaded CI machine.
 const react = 2 * time.Minute
 
 // How long one round of a step's resources may take to appear: a reaction, and Crossplane's
@@ -794,9 +794,10 @@ func testBadInput(t *testing.T, a *api) {
 }
 
 // assertRefused checks how the function's refusal reaches Crossplane and the tenant: the Fatal
-// result on the XR's Synced condition (Crossplane v2.2.1 shows a Fatal result nowhere else), and
-// on the claim or namespaced XR itself the Accepted condition False with reason refusal and a
-// warning event, every message containing each of want. It logs what the tenant sees and checks
+// result on the XR's Synced condition (for a claim, Crossplane v2.4.2 shows a Fatal result
+// nowhere else: the claim stays Synced; a namespaced XR is itself what the tenant reads), and on
+// the claim or namespaced XR the Accepted condition False with reason refusal and a warning
+// event, every message containing each of want. It logs what the tenant sees and checks
 // that nothing was composed.
 func (c *karpenter) assertRefused(reason, refusal string, want ...string) {
 	c.t.Helper()
