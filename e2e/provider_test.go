@@ -211,6 +211,7 @@ func (f *fakeProvider) run(ctx context.Context) {
 				}
 				switch {
 				case k.configs == "":
+					// A Usage: Crossplane makes it Ready, no provider reports on it.
 				case k.kind == "Object":
 					_ = f.updateStatus(ctx, k, u, f.objectStatus(f.providerConfig(ctx, configs, k, u), u, w))
 				default:
