@@ -4,15 +4,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// KarpenterVersion is a Karpenter release the function knows the controller
-// IAM policy of. Adding a version means adding its policy in internal/policy.
-// +kubebuilder:validation:Enum="1.15.0"
+// KarpenterVersion is a Karpenter release the function knows. The XRDs
+// enumerate internal/versions' table (hack/xrdgen writes the enum): adding a
+// version is an entry there.
 type KarpenterVersion string
-
-// Karpenter versions with a known controller policy.
-const (
-	KarpenterV1_15_0 KarpenterVersion = "1.15.0"
-)
 
 // Cluster identifies the existing EKS cluster Karpenter is installed into.
 type Cluster struct {
@@ -55,8 +50,9 @@ type XKarpenterSpec struct {
 	NodeIdentity NodeIdentity `json:"nodeIdentity"`
 
 	// Version of Karpenter to install. It selects the controller IAM policy
-	// and the chart version.
-	// +kubebuilder:default="1.15.0"
+	// and the chart version; unset, the platform's default. Changing it
+	// upgrades in order: the policy first, then the controller, then the
+	// node pools. A downgrade is refused.
 	// +optional
 	Version KarpenterVersion `json:"version,omitempty"`
 

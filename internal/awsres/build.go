@@ -15,6 +15,7 @@ import (
 	"github.com/do-now/function-karpenter/internal/naming"
 	"github.com/do-now/function-karpenter/internal/policy"
 	"github.com/do-now/function-karpenter/internal/spec"
+	"github.com/do-now/function-karpenter/internal/versions"
 )
 
 // Queue settings Karpenter's reference setup uses.
@@ -161,10 +162,21 @@ func Wiring(c *spec.Config, o Observed) Resources {
 	return res
 }
 
-// ControllerPolicy returns the controller's inline policy as JSON, refusing
-// one over the inline policy size limit.
+// ControllerPolicy returns the controller's inline policy for the claim's
+// version, with the gates the platform enables, as JSON, refusing one over
+// the inline policy size limit.
 func ControllerPolicy(c *spec.Config) (string, error) {
-	doc, err := policy.Controller(string(c.Spec.Version), policy.ControllerParams{
+	return ControllerPolicyOf(c, string(c.Spec.Version))
+}
+
+// ControllerPolicyOf is the controller's inline policy for Karpenter
+// version.
+func ControllerPolicyOf(c *spec.Config, version string) (string, error) {
+	v, err := versions.Get(version)
+	if err != nil {
+		return "", err
+	}
+	doc := v.ControllerPolicy(policy.ControllerParams{
 		Partition:   string(c.Account.Partition),
 		Region:      c.Account.Region,
 		Account:     c.Account.ID,
@@ -172,13 +184,10 @@ func ControllerPolicy(c *spec.Config) (string, error) {
 		ClusterARN:  c.Account.ClusterARN(c.Spec.Cluster.Name),
 		QueueARN:    c.Account.QueueARN(c.Names.Queue),
 		NodeRoleARN: c.NodeRole.ARN,
-	})
-	if err != nil {
-		return "", err
-	}
+	}, c.Gates())
 	s := doc.JSON()
 	if len(s) > naming.MaxInlinePolicy {
-		return "", fmt.Errorf("the controller policy of Karpenter %s is %d characters, over the IAM inline policy limit of %d", c.Spec.Version, len(s), naming.MaxInlinePolicy)
+		return "", fmt.Errorf("the controller policy of Karpenter %s is %d characters, over the IAM inline policy limit of %d", version, len(s), naming.MaxInlinePolicy)
 	}
 	return s, nil
 }

@@ -2,8 +2,6 @@ package policy
 
 import (
 	"fmt"
-	"sort"
-	"strings"
 )
 
 // ControllerParams are what the controller policy is scoped to.
@@ -20,37 +18,14 @@ type ControllerParams struct {
 	NodeRoleARN string
 }
 
-// controllerPolicies holds, per Karpenter version, the controller policy.
-var controllerPolicies = map[string]func(ControllerParams) Document{
-	"1.15.0": controllerV1_15,
-}
-
-// KnownVersions are the Karpenter versions whose controller policy is known.
-func KnownVersions() []string {
-	v := make([]string, 0, len(controllerPolicies))
-	for k := range controllerPolicies {
-		v = append(v, k)
-	}
-	sort.Strings(v)
-	return v
-}
-
-// Controller returns the controller policy of a Karpenter version.
-func Controller(version string, p ControllerParams) (Document, error) {
-	build, ok := controllerPolicies[version]
-	if !ok {
-		return Document{}, fmt.Errorf("no controller policy known for Karpenter %q (known: %s)", version, strings.Join(KnownVersions(), ", "))
-	}
-	return build(p), nil
-}
-
-// controllerV1_15 is Karpenter 1.15.0's reference controller policy (its
-// NodeLifecycle, IAMIntegration, EKSIntegration, Interruption and
+// ControllerV1_14 is the controller policy of Karpenter's v1.14 reference
+// setup (its NodeLifecycle, IAMIntegration, EKSIntegration, Interruption and
 // ResourceDiscovery policies), statement for statement, with two removals:
 // the instance-profile writes (the nodes' instance profile already exists and
 // Karpenter only reads it) and the ARC zonal-shift read. PassRole is limited
-// to the one existing node role.
-func controllerV1_15(p ControllerParams) Document {
+// to the one existing node role. internal/versions says which Karpenter
+// versions it serves.
+func ControllerV1_14(p ControllerParams) Document {
 	ec2 := func(resource string) string {
 		return fmt.Sprintf("arn:%s:ec2:%s:%s", p.Partition, p.Region, resource)
 	}
@@ -63,10 +38,7 @@ func controllerV1_15(p ControllerParams) Document {
 	}
 	clusterTag := "kubernetes.io/cluster/" + p.ClusterName
 	taggedResources := ec2s("*:fleet/*", "*:instance/*", "*:volume/*", "*:network-interface/*", "*:launch-template/*", "*:spot-instances-request/*")
-	ownedByNodePool := Condition{
-		"StringEquals": {"aws:ResourceTag/" + clusterTag: one("owned")},
-		"StringLike":   {"aws:ResourceTag/karpenter.sh/nodepool": one("*")},
-	}
+	ownedByNodePool := ownedByNodePool(p.ClusterName)
 	return Document{
 		Version: Version,
 		Statement: []Statement{
@@ -192,5 +164,28 @@ func controllerV1_15(p ControllerParams) Document {
 				Action:   one("iam:GetInstanceProfile"),
 			},
 		},
+	}
+}
+
+// InstanceReboot lets the controller reboot the instances of its own node
+// pools in place, as Karpenter 1.15's node repair does behind its
+// RebootForRepair feature gate (ec2:RebootInstances), scoped like their
+// termination.
+func InstanceReboot(p ControllerParams) Statement {
+	return Statement{
+		Sid:       "AllowScopedInstanceReboot",
+		Effect:    Allow,
+		Resource:  one(fmt.Sprintf("arn:%s:ec2:%s:*:instance/*", p.Partition, p.Region)),
+		Action:    one("ec2:RebootInstances"),
+		Condition: ownedByNodePool(p.ClusterName),
+	}
+}
+
+// ownedByNodePool matches what Karpenter launched for one of the cluster's
+// node pools.
+func ownedByNodePool(cluster string) Condition {
+	return Condition{
+		"StringEquals": {"aws:ResourceTag/kubernetes.io/cluster/" + cluster: one("owned")},
+		"StringLike":   {"aws:ResourceTag/karpenter.sh/nodepool": one("*")},
 	}
 }

@@ -20,7 +20,6 @@ import (
 	"github.com/do-now/function-karpenter/apis/input/v1beta1"
 	"github.com/do-now/function-karpenter/apis/v1alpha1"
 	"github.com/do-now/function-karpenter/internal/naming"
-	"github.com/do-now/function-karpenter/internal/policy"
 	"github.com/do-now/function-karpenter/internal/scope"
 )
 
@@ -98,6 +97,8 @@ func Load(owner Owner, xrSpec map[string]any, in *structpb.Struct) (*Config, fie
 		return nil, errs
 	}
 	errs = append(errs, validatePoolPolicy(c)...)
+	errs = append(errs, validateVersionsInput(&c.Input.Versions)...)
+	errs = append(errs, validateGates(c.Input.Controller.AWSFeatureGates)...)
 	if len(errs) > 0 {
 		// The tenant's pools are checked against the policy: not before
 		// it is valid.
@@ -160,9 +161,7 @@ func decodeInput(in *structpb.Struct, into *v1beta1.Input) field.ErrorList {
 }
 
 func defaults(c *Config) {
-	if c.Spec.Version == "" {
-		c.Spec.Version = v1alpha1.KarpenterV1_15_0
-	}
+	defaultVersions(c)
 	in := &c.Input
 	if in.IAMPathPrefix == "" {
 		in.IAMPathPrefix = DefaultIAMPathPrefix
@@ -255,10 +254,7 @@ func validateSpec(c *Config) field.ErrorList {
 		errs = append(errs, field.Invalid(ip, s.NodeIdentity.InstanceProfile, "must be an IAM instance profile name: up to 128 letters, digits and +=,.@_-"))
 	}
 
-	if !slices.Contains(policy.KnownVersions(), string(s.Version)) {
-		errs = append(errs, field.NotSupported(p.Child("version"), s.Version, policy.KnownVersions()))
-	}
-	return errs
+	return append(errs, validateVersion(c)...)
 }
 
 // regionPartition is the partition a region belongs to. Regions of the

@@ -408,6 +408,8 @@ func TestLoadValid(t *testing.T) {
 		IAMPathPrefix:      "/socle/",
 		ProviderConfigName: "default",
 		PodIdentity:        v1beta1.PodIdentity{Namespace: "karpenter", ServiceAccount: "karpenter"},
+		// Every known version allowed, the newest the default.
+		Versions: v1beta1.Versions{Allowed: []string{"1.14.1", "1.15.0"}, Default: "1.15.0"},
 	}
 	prodEU := v1alpha1.XKarpenterSpec{
 		Cluster:      v1alpha1.Cluster{Name: "prod-eu", Region: "eu-west-3"},
@@ -465,6 +467,7 @@ func TestLoadValid(t *testing.T) {
 						ProviderConfigName:     "aws-prod",
 						Tags:                   map[string]string{"team": "platform", "cost-center": "é" + strings.Repeat("x", 255)},
 						PodIdentity:            v1beta1.PodIdentity{Namespace: "autoscaling", ServiceAccount: "karpenter-controller"},
+						Versions:               defaults.Versions,
 					},
 					NodeRole: prodEURole,
 					Account:  prodEUAccount,

@@ -69,6 +69,11 @@ type Input struct {
 	// +optional
 	Flux Flux `json:"flux,omitempty"`
 
+	// Versions are the Karpenter versions tenants may use, and the one a
+	// claim that names none gets.
+	// +optional
+	Versions Versions `json:"versions,omitempty"`
+
 	// Controller pins the Karpenter controller, and the access check, to the
 	// cluster's fixed system nodes: the controller must never run on a node
 	// it manages.
@@ -206,6 +211,27 @@ type Controller struct {
 	// system node.
 	// +optional
 	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
+	// AWSFeatureGates are the Karpenter AWS feature gates the platform
+	// enables (the chart's settings.awsFeatureGates), for the versions that
+	// know them. A gate that needs a permission adds it to the controller
+	// policy: RebootForRepair (Karpenter 1.15) adds ec2:RebootInstances on
+	// the cluster's own nodes.
+	// +listType=set
+	// +optional
+	AWSFeatureGates []string `json:"awsFeatureGates,omitempty"`
+}
+
+// Versions are the platform's choice of Karpenter versions.
+type Versions struct {
+	// Allowed are the versions tenants may ask for; all known versions when
+	// empty.
+	// +listType=set
+	// +optional
+	Allowed []string `json:"allowed,omitempty"`
+	// Default is the version of a claim that names none; the newest allowed
+	// when empty. Changing it upgrades those claims, in order.
+	// +optional
+	Default string `json:"default,omitempty"`
 }
 
 // AccessCheck configures the access-check Job.

@@ -1,0 +1,173 @@
+// Package versions holds, as data, every Karpenter version the function can
+// install and everything that depends on it: the controller policy statement
+// for statement (with what a feature gate adds), the chart version, where
+// the version's CRDs and nearest chart come from for validation, the chart
+// values keys that differ, and which versions it may be upgraded from.
+// Adding a version is an entry here plus its tests (README "Adding a
+// Karpenter version"); nothing else in the code names a version.
+package versions
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/version"
+
+	"github.com/do-now/function-karpenter/internal/policy"
+)
+
+// A Gate is one of Karpenter's AWS feature gates (the chart's
+// settings.awsFeatureGates) the platform may enable.
+type Gate string
+
+// The gates a version may know.
+const (
+	// RebootForRepair lets node repair reboot an unhealthy instance in place
+	// before replacing it (Karpenter 1.15).
+	RebootForRepair Gate = "RebootForRepair"
+)
+
+// Gates are every gate any version knows, for validating the input.
+var Gates = []Gate{RebootForRepair}
+
+// A Version is one Karpenter release.
+type Version struct {
+	// Version is the release, as tenants write it in spec.version.
+	Version string
+	// Chart is the chart version the controller's HelmRelease installs.
+	Chart string
+	// Policy is the controller policy with every gate off.
+	Policy func(policy.ControllerParams) policy.Document
+	// Gated are the statements a gate adds to Policy when the platform
+	// enables it. A gate not listed is not known to the version: enabling
+	// it changes nothing for this version.
+	Gated map[Gate][]func(policy.ControllerParams) policy.Statement
+	// GateValues are the chart's settings.awsFeatureGates key of each gate
+	// it knows.
+	GateValues map[Gate]string
+	// Reference is the upstream policy document Policy is checked against
+	// (internal/policy/testdata/), and where it comes from.
+	Reference string
+	// Module is the Go module whose zip carries this version's CRDs
+	// (pkg/apis/crds) and, as its charts/karpenter, the chart of the
+	// release before it (ChartInModule): the nearest chart the module
+	// proxy serves.
+	Module        string
+	ChartInModule string
+	// UpgradeFrom is the oldest version an installation may be upgraded
+	// from to this one in one step; empty when every older known version
+	// may.
+	UpgradeFrom string
+}
+
+// All are the known versions, oldest first.
+var All = []Version{
+	{
+		Version:       "1.14.1",
+		Chart:         "1.14.1",
+		Policy:        policy.ControllerV1_14,
+		Reference:     "karpenter-1.14-reference.json",
+		Module:        "github.com/aws/karpenter-provider-aws@v1.14.1",
+		ChartInModule: "1.13.0",
+	},
+	{
+		Version: "1.15.0",
+		Chart:   "1.15.0",
+		// No v1.15 reference setup is published where the function is
+		// built: the v1.14 one, plus what 1.15.0's own source calls behind
+		// a gate (its pkg/aws/sdk.go, checked by test/flux).
+		Policy:        policy.ControllerV1_14,
+		Gated:         map[Gate][]func(policy.ControllerParams) policy.Statement{RebootForRepair: {policy.InstanceReboot}},
+		GateValues:    map[Gate]string{RebootForRepair: "rebootForRepair"},
+		Reference:     "karpenter-1.14-reference.json",
+		Module:        "github.com/aws/karpenter-provider-aws@v1.15.0",
+		ChartInModule: "1.14.1",
+	},
+}
+
+// Known lists every known version, oldest first.
+func Known() []string {
+	out := make([]string, len(All))
+	for i, v := range All {
+		out[i] = v.Version
+	}
+	return out
+}
+
+// Latest is the newest known version.
+func Latest() string { return All[len(All)-1].Version }
+
+// Get returns a known version.
+func Get(v string) (Version, error) {
+	i := slices.IndexFunc(All, func(x Version) bool { return x.Version == v })
+	if i < 0 {
+		return Version{}, fmt.Errorf("no Karpenter %q is known (known: %s)", v, strings.Join(Known(), ", "))
+	}
+	return All[i], nil
+}
+
+// ControllerPolicy is v's controller policy with the given gates enabled.
+func (v Version) ControllerPolicy(p policy.ControllerParams, gates []Gate) policy.Document {
+	doc := v.Policy(p)
+	for _, g := range Gates { // in a fixed order, so the document is stable
+		if !slices.Contains(gates, g) {
+			continue
+		}
+		for _, s := range v.Gated[g] {
+			doc.Statement = append(doc.Statement, s(p))
+		}
+	}
+	return doc
+}
+
+// Values are the chart's settings.awsFeatureGates for the enabled gates v
+// knows; nil when none.
+func (v Version) Values(gates []Gate) map[string]any {
+	var out map[string]any
+	for _, g := range gates {
+		if key, ok := v.GateValues[g]; ok {
+			if out == nil {
+				out = map[string]any{}
+			}
+			out[key] = true
+		}
+	}
+	return out
+}
+
+// Compare orders two versions: negative when a is older than b, zero when
+// equal, positive when newer.
+func Compare(a, b string) int {
+	va, errA := version.ParseSemantic(a)
+	vb, errB := version.ParseSemantic(b)
+	switch {
+	case errA != nil || errB != nil:
+		return strings.Compare(a, b)
+	case va.LessThan(vb):
+		return -1
+	case vb.LessThan(va):
+		return 1
+	}
+	return 0
+}
+
+// CheckUpgrade says why an installation running from may not move to to, or
+// nil when it may: no downgrade, and no jump the newer version's upgrade
+// notes forbid.
+func CheckUpgrade(from, to string) error {
+	if from == to {
+		return nil
+	}
+	if Compare(to, from) < 0 {
+		return fmt.Errorf("a downgrade from %s, which the controller runs, is refused: Karpenter does not support moving its CRDs back", from)
+	}
+	t, err := Get(to)
+	if err != nil {
+		return err
+	}
+	if t.UpgradeFrom != "" && Compare(from, t.UpgradeFrom) < 0 {
+		return fmt.Errorf("Karpenter %s may be upgraded to from %s or later, not from %s: upgrade through %s first", to, t.UpgradeFrom, from, t.UpgradeFrom)
+	}
+	return nil
+}
