@@ -23,6 +23,7 @@ import (
 	"github.com/do-now/function-karpenter/internal/spec"
 	"github.com/do-now/function-karpenter/internal/status"
 	"github.com/do-now/function-karpenter/internal/tenancy"
+	"github.com/do-now/function-karpenter/internal/upgrade"
 	"github.com/do-now/function-karpenter/internal/usage"
 )
 
@@ -90,6 +91,10 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 			errs = append(errs, e)
 		}
 	}
+	plan, e := upgrade.Decide(cfg, observed)
+	if e != nil {
+		errs = append(errs, e)
+	}
 	if len(errs) > 0 {
 		log.Info("refusing XR", "error", errs.ToAggregate().Error())
 		refuse(rsp, oxr, ReasonRefused, errors.Errorf("refusing %s %q: %s", oxr.Resource.GetKind(), oxr.Resource.GetName(), errs.ToAggregate().Error()))
@@ -97,7 +102,7 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 	}
 	clusterLabels := map[string]string{spec.ClusterLabel: spec.KubernetesName(cfg.Spec.Cluster.Name)}
 	reported := awsres.ReadObserved(observed)
-	out, err := sequence.Run(sequence.Steps(cfg, reported), observed, clusterLabels)
+	out, err := sequence.Run(sequence.Steps(cfg, reported, plan), observed, clusterLabels)
 	if err != nil {
 		response.Fatal(rsp, err)
 		return rsp, nil
@@ -139,9 +144,10 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 		response.Fatal(rsp, errors.Wrap(err, "cannot write composite resource status"))
 		return rsp, nil
 	}
-	if !out.Ready {
+	if !out.Ready || plan.Upgrading {
 		// Crossplane would otherwise call the XR Ready as soon as everything
-		// emitted so far is, while later steps are still withheld.
+		// emitted so far is, while later steps are still withheld, or while
+		// a part still runs another version than the claim's.
 		dxr.Ready = resource.ReadyFalse
 		rsp.GetMeta().Ttl = durationpb.New(WaitingTTL)
 	}
@@ -150,7 +156,7 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 		return rsp, nil
 	}
 
-	for _, c := range out.Conditions {
+	for _, c := range append(out.Conditions, versionCondition(plan)) {
 		setCondition(rsp, c)
 		if changed(oxr.Resource.GetCondition(xpv1.ConditionType(c.Type)), c) {
 			// Events only on transitions: a claim that waits for minutes
@@ -196,6 +202,23 @@ func setCondition(rsp *fnv1.RunFunctionResponse, c sequence.Condition) {
 		return
 	}
 	response.ConditionFalse(rsp, c.Type, c.Reason).WithMessage(c.Message).TargetCompositeAndClaim()
+}
+
+// ConditionVersion says whether every part runs the claim's Karpenter
+// version, or where an upgrade is and what it waits on.
+const ConditionVersion = "VersionReady"
+
+// Reasons of ConditionVersion.
+const (
+	ReasonCurrent   = "Current"
+	ReasonUpgrading = "Upgrading"
+)
+
+func versionCondition(p upgrade.Plan) sequence.Condition {
+	if p.Upgrading {
+		return sequence.Condition{Type: ConditionVersion, Reason: ReasonUpgrading, Message: p.Message}
+	}
+	return sequence.Condition{Type: ConditionVersion, Ready: true, Reason: ReasonCurrent, Message: fmt.Sprintf("Karpenter %s", p.To)}
 }
 
 // changed tells whether a step's state differs from what the XR shows.

@@ -32,9 +32,13 @@ var (
 )
 
 // wantConditions is the state of every step: ready ones Available, the
-// first unready one with reason first, the rest waiting for prerequisites.
+// first unready one with reason first, the rest waiting for prerequisites;
+// and no upgrade under way.
 func wantConditions(ready int, first string) map[string]cond {
-	out := map[string]cond{"Accepted": {fnv1.Status_STATUS_CONDITION_TRUE, "Accepted"}}
+	out := map[string]cond{
+		"Accepted":     {fnv1.Status_STATUS_CONDITION_TRUE, "Accepted"},
+		"VersionReady": {fnv1.Status_STATUS_CONDITION_TRUE, "Current"},
+	}
 	for i, s := range steps {
 		switch {
 		case i < ready:
@@ -351,9 +355,9 @@ func TestEventsOnlyOnTransitions(t *testing.T) {
 		want   int
 	}{
 		"FirstCall": {
-			reason: "A new XR shows no step conditions: each step's state is news.",
+			reason: "A new XR shows no step conditions: each step's state, and its version's, is news.",
 			req:    aRequest(t).build(),
-			want:   5,
+			want:   6,
 		},
 		"NothingChanged": {
 			reason: "The XR already shows every step as it is: no event.",
@@ -362,7 +366,8 @@ func TestEventsOnlyOnTransitions(t *testing.T) {
 				withXRCondition("InterruptionWiringReady", "False", "WaitingForPrerequisites").
 				withXRCondition("AccessCheckReady", "False", "WaitingForPrerequisites").
 				withXRCondition("ControllerReady", "False", "WaitingForPrerequisites").
-				withXRCondition("NodePoolsReady", "False", "WaitingForPrerequisites").build(),
+				withXRCondition("NodePoolsReady", "False", "WaitingForPrerequisites").
+				withXRCondition("VersionReady", "True", "Current").build(),
 			want: 0,
 		},
 		"OneStepChanged": {
@@ -372,7 +377,8 @@ func TestEventsOnlyOnTransitions(t *testing.T) {
 				withXRCondition("InterruptionWiringReady", "False", "WaitingForPrerequisites").
 				withXRCondition("AccessCheckReady", "False", "WaitingForPrerequisites").
 				withXRCondition("ControllerReady", "False", "WaitingForPrerequisites").
-				withXRCondition("NodePoolsReady", "False", "WaitingForPrerequisites").build(),
+				withXRCondition("NodePoolsReady", "False", "WaitingForPrerequisites").
+				withXRCondition("VersionReady", "True", "Current").build(),
 			want: 1,
 		},
 	}

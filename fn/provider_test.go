@@ -51,7 +51,13 @@ func (p fakeProviders) created(desired map[string]any, ready bool) map[string]an
 				}}
 			}
 		case "Kustomization":
+			// The API server counts generations; Flux reports the one it
+			// reconciled.
+			manifest["metadata"].(map[string]any)["generation"] = int64(1)
 			manifest["status"] = map[string]any{"conditions": fluxConditions(ready, "Progressing", "Reconciliation in progress")}
+			if ready {
+				manifest["status"].(map[string]any)["observedGeneration"] = int64(1)
+			}
 		}
 		obj["status"] = map[string]any{"atProvider": map[string]any{"manifest": manifest}, "conditions": conditions(ready, "", "")}
 		return obj
@@ -71,6 +77,10 @@ func (p fakeProviders) created(desired map[string]any, ready bool) map[string]an
 	case "Queue":
 		at["arn"] = fmt.Sprintf("arn:aws:sqs:%s:%s:%s", str("region"), p.account, str("name"))
 		at["url"] = fmt.Sprintf("https://sqs.%s.amazonaws.com/%s/%s", str("region"), p.account, str("name"))
+	case "RolePolicy":
+		// What AWS reports of the policy it holds: the document it was
+		// given, once created.
+		at["policy"] = str("policy")
 	case "Rule":
 		at["arn"] = fmt.Sprintf("arn:aws:events:%s:%s:rule/%s", str("region"), p.account, ext)
 	case "PodIdentityAssociation":

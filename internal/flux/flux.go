@@ -21,6 +21,7 @@ import (
 	"github.com/do-now/function-karpenter/internal/cluster"
 	"github.com/do-now/function-karpenter/internal/nodepools"
 	"github.com/do-now/function-karpenter/internal/spec"
+	"github.com/do-now/function-karpenter/internal/versions"
 )
 
 // Composed resource names of steps four and five. They are API.
@@ -51,9 +52,9 @@ func Names(c *spec.Config) (controller, nodes string) {
 }
 
 // Controller returns step four: the Object carrying the controller's
-// Kustomization, Ready once the Kustomization is.
-func Controller(c *spec.Config) (map[resource.Name]runtime.Object, error) {
-	k, err := ControllerManifest(c)
+// Kustomization for Karpenter v, Ready once the Kustomization is.
+func Controller(c *spec.Config, v versions.Version) (map[resource.Name]runtime.Object, error) {
+	k, err := ControllerManifest(c, v)
 	if err != nil {
 		return nil, err
 	}
@@ -61,9 +62,9 @@ func Controller(c *spec.Config) (map[resource.Name]runtime.Object, error) {
 }
 
 // Nodes returns step five: the Object carrying the node pools'
-// Kustomization, Ready once the Kustomization is.
-func Nodes(c *spec.Config) (map[resource.Name]runtime.Object, error) {
-	k, err := NodesManifest(c)
+// Kustomization for Karpenter v, Ready once the Kustomization is.
+func Nodes(c *spec.Config, v versions.Version) (map[resource.Name]runtime.Object, error) {
+	k, err := NodesManifest(c, v)
 	if err != nil {
 		return nil, err
 	}
@@ -82,18 +83,18 @@ func inObject(c *spec.Config, name resource.Name, k *kustomizev1.Kustomization) 
 	return map[resource.Name]runtime.Object{name: o}, nil
 }
 
-// ControllerManifest is the Kustomization that installs the controller.
-// Wait makes its Ready mean the HelmRelease, and so the controller's
-// Deployment, is healthy.
-func ControllerManifest(c *spec.Config) (*kustomizev1.Kustomization, error) {
+// ControllerManifest is the Kustomization that installs the controller of
+// Karpenter v: its chart, with the values of v. Wait makes its Ready mean
+// the HelmRelease, and so the controller's Deployment, is healthy.
+func ControllerManifest(c *spec.Config, v versions.Version) (*kustomizev1.Kustomization, error) {
 	name, _ := Names(c)
-	values, err := json.Marshal([]jsonPatch{{Op: "add", Path: "/spec/values", Value: ControllerValues(c)}})
+	values, err := json.Marshal([]jsonPatch{{Op: "add", Path: "/spec/values", Value: ControllerValues(c, v)}})
 	if err != nil {
 		return nil, fmt.Errorf("cannot marshal the controller values patch: %w", err)
 	}
 	k := kustomization(c, name, c.Input.Flux.ControllerPath)
 	k.Spec.TargetNamespace = c.Input.PodIdentity.Namespace
-	k.Spec.PostBuild = &kustomizev1.PostBuild{Substitute: map[string]string{VarKarpenterVersion: string(c.Spec.Version)}}
+	k.Spec.PostBuild = &kustomizev1.PostBuild{Substitute: map[string]string{VarKarpenterVersion: v.Chart}}
 	k.Spec.Patches = []kustomize.Patch{{
 		Patch:  string(values),
 		Target: &kustomize.Selector{Group: helmGroup, Version: helmVersion, Kind: "HelmRelease", Name: HelmReleaseName},
@@ -101,10 +102,12 @@ func ControllerManifest(c *spec.Config) (*kustomizev1.Kustomization, error) {
 	return k, nil
 }
 
-// NodesManifest is the Kustomization of the node pools. It depends on the
-// controller's, and on deletion waits until Karpenter has terminated the
+// NodesManifest is the Kustomization of the node pools, built for the
+// controller of Karpenter v (which it records as KARPENTER_VERSION, so an
+// upgrade can tell which version they were last built for). It depends on
+// the controller's, and on deletion waits until Karpenter has terminated the
 // nodes, so an uninstall never strands a running instance.
-func NodesManifest(c *spec.Config) (*kustomizev1.Kustomization, error) {
+func NodesManifest(c *spec.Config, v versions.Version) (*kustomizev1.Kustomization, error) {
 	controller, name := Names(c)
 	patches, err := nodepools.Patches(c)
 	if err != nil {
@@ -114,9 +117,10 @@ func NodesManifest(c *spec.Config) (*kustomizev1.Kustomization, error) {
 	k.Spec.DependsOn = []kustomizev1.DependencyReference{{Name: controller}}
 	k.Spec.DeletionPolicy = kustomizev1.DeletionPolicyWaitForTermination
 	k.Spec.PostBuild = &kustomizev1.PostBuild{Substitute: map[string]string{
-		VarClusterName:     c.Spec.Cluster.Name,
-		VarInstanceProfile: c.Spec.NodeIdentity.InstanceProfile,
-		VarRootVolumeSize:  c.Input.Nodes.RootVolumeSize,
+		VarKarpenterVersion: v.Chart,
+		VarClusterName:      c.Spec.Cluster.Name,
+		VarInstanceProfile:  c.Spec.NodeIdentity.InstanceProfile,
+		VarRootVolumeSize:   c.Input.Nodes.RootVolumeSize,
 	}}
 	k.Spec.Patches = patches
 	k.Spec.Timeout = &metav1.Duration{Duration: NodesTimeout(c)}

@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/do-now/function-karpenter/internal/spec"
+	"github.com/do-now/function-karpenter/internal/versions"
 )
 
 // TestUninstallOutwaitsTheGracePeriod holds the invariant that makes an
@@ -29,7 +30,7 @@ func TestUninstallOutwaitsTheGracePeriod(t *testing.T) {
 		for _, fluxTimeout := range []string{"1m", "10m", "3h", "30h"} {
 			for _, perCluster := range []bool{false, true} {
 				c := load(t, grace, fluxTimeout, perCluster)
-				k, err := NodesManifest(c)
+				k, err := NodesManifest(c, versions.All[len(versions.All)-1])
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/do-now/function-karpenter/internal/cluster"
 	"github.com/do-now/function-karpenter/internal/spec"
+	"github.com/do-now/function-karpenter/internal/versions"
 )
 
 // Replicas of the controller: two, so one survives a node's loss.
@@ -48,6 +49,9 @@ type Settings struct {
 	// URL nor its ARN.
 	InterruptionQueue string `json:"interruptionQueue"`
 	EKSControlPlane   bool   `json:"eksControlPlane"`
+	// AWSFeatureGates are the gates the platform enables that this
+	// version knows, under the chart's keys.
+	AWSFeatureGates map[string]any `json:"awsFeatureGates,omitempty"`
 }
 
 // ControllerBlock is the chart's controller block.
@@ -56,8 +60,8 @@ type ControllerBlock struct {
 	Resources *corev1.ResourceRequirements `json:"resources"`
 }
 
-// ControllerValues are the chart values for a claim.
-func ControllerValues(c *spec.Config) Values {
+// ControllerValues are the chart values of Karpenter v for a claim.
+func ControllerValues(c *spec.Config, v versions.Version) Values {
 	selector := &metav1.LabelSelector{MatchLabels: ControllerLabels}
 	return Values{
 		Replicas:       Replicas,
@@ -66,6 +70,7 @@ func ControllerValues(c *spec.Config) Values {
 			ClusterName:       c.Spec.Cluster.Name,
 			InterruptionQueue: c.Names.Queue,
 			EKSControlPlane:   true,
+			AWSFeatureGates:   v.Values(c.Gates()),
 		},
 		Controller: ControllerBlock{
 			Env:       []corev1.EnvVar{{Name: "AWS_REGION", Value: c.Spec.Cluster.Region}},

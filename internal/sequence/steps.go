@@ -10,6 +10,7 @@ import (
 	"github.com/do-now/function-karpenter/internal/cluster"
 	"github.com/do-now/function-karpenter/internal/flux"
 	"github.com/do-now/function-karpenter/internal/spec"
+	"github.com/do-now/function-karpenter/internal/upgrade"
 )
 
 // Condition types of the steps, reported on the XR and the claim.
@@ -22,9 +23,11 @@ const (
 )
 
 // Steps is the whole sequence for one XR, in order; o is what AWS reported
-// for step one, which step two is built from. Every resource is built in the
+// for step one, which step two is built from; the controller and the node
+// pools are built for the Karpenter versions plan gives them (step one
+// always has the claim's version's policy). Every resource is built in the
 // claim API's kinds and composed as the XR's API composes it.
-func Steps(c *spec.Config, o awsres.Observed) []Step {
+func Steps(c *spec.Config, o awsres.Observed, plan upgrade.Plan) []Step {
 	steps := []Step{
 		{
 			Condition: IdentityReady,
@@ -43,11 +46,11 @@ func Steps(c *spec.Config, o awsres.Observed) []Step {
 		},
 		{
 			Condition: ControllerReady,
-			Build:     func() (map[resource.Name]runtime.Object, error) { return flux.Controller(c) },
+			Build:     func() (map[resource.Name]runtime.Object, error) { return flux.Controller(c, plan.Controller) },
 		},
 		{
 			Condition: NodePoolsReady,
-			Build:     func() (map[resource.Name]runtime.Object, error) { return flux.Nodes(c) },
+			Build:     func() (map[resource.Name]runtime.Object, error) { return flux.Nodes(c, plan.Nodes) },
 		},
 	}
 	for i := range steps {

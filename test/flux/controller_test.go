@@ -23,6 +23,7 @@ import (
 	"github.com/do-now/function-karpenter/internal/awsres"
 	"github.com/do-now/function-karpenter/internal/flux"
 	"github.com/do-now/function-karpenter/internal/spec"
+	"github.com/do-now/function-karpenter/internal/versions"
 )
 
 // controllerLabels are the labels the chart puts on the controller's pods.
@@ -228,11 +229,21 @@ func TestControllerValuesReachTheDeployment(t *testing.T) {
 	}
 }
 
+// version is the claim's Karpenter version, as internal/versions has it.
+func version(t *testing.T, c *spec.Config) versions.Version {
+	t.Helper()
+	v, err := versions.Get(string(c.Spec.Version))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
 // controllerKustomization is step four's Kustomization for a claim, as its
 // Object delivers it to the claimed cluster.
 func controllerKustomization(t *testing.T, c *spec.Config) *kustomizev1.Kustomization {
 	t.Helper()
-	objs, err := flux.Controller(c)
+	objs, err := flux.Controller(c, version(t, c))
 	if err != nil {
 		t.Fatalf("flux.Controller: %v", err)
 	}

@@ -442,7 +442,7 @@ func TestNodesKustomizationBuildsValidPools(t *testing.T) {
 // Object delivers it to the claimed cluster.
 func nodesKustomization(t *testing.T, c *spec.Config) *kustomizev1.Kustomization {
 	t.Helper()
-	objs, err := flux.Nodes(c)
+	objs, err := flux.Nodes(c, version(t, c))
 	if err != nil {
 		t.Fatalf("flux.Nodes: %v", err)
 	}
