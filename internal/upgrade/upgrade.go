@@ -148,7 +148,8 @@ func readyAt(ocd resource.ObservedComposed, v versions.Version) bool {
 		Status struct {
 			ObservedGeneration int64 `json:"observedGeneration"`
 			Conditions         []struct {
-				Type, Status string
+				Type   string `json:"type"`
+				Status string `json:"status"`
 			} `json:"conditions"`
 		} `json:"status"`
 	}

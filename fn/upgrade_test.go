@@ -1,0 +1,246 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
+	"github.com/crossplane/function-sdk-go/resource"
+	"github.com/google/go-cmp/cmp"
+	"sigs.k8s.io/yaml"
+)
+
+// readyAt walks a claim of version v, with the platform's input changed by
+// input, from nothing to every step Ready, and returns what is then
+// observed.
+func readyAt(t *testing.T, v string, input func(*requestBuilder) *requestBuilder) map[resource.Name]map[string]any {
+	t.Helper()
+	aws := fakeProviders{t: t, account: account}
+	var observed map[resource.Name]map[string]any
+	for range 10 {
+		rsp := run(t, input(aRequest(t).withSpec("version", v)).observing(observed).build())
+		if msg := fatal(rsp); msg != "" {
+			t.Fatalf("walking to Ready at %s: %s", v, msg)
+		}
+		if rsp.GetDesired().GetComposite().GetReady() != fnv1.Ready_READY_FALSE && len(observed) == len(rsp.GetDesired().GetResources()) {
+			return observed
+		}
+		observed = aws.observe(rsp, true)
+	}
+	t.Fatalf("the claim did not get Ready at %s in 10 rounds", v)
+	return nil
+}
+
+// builtFor is the Karpenter version a Kustomization's Object carries.
+func builtFor(t *testing.T, rsp *fnv1.RunFunctionResponse, name string) string {
+	t.Helper()
+	r, ok := rsp.GetDesired().GetResources()[name]
+	if !ok {
+		t.Fatalf("%s is not desired", name)
+	}
+	o := r.GetResource().AsMap()
+	for _, k := range []string{"spec", "forProvider", "manifest", "spec", "postBuild", "substitute"} {
+		o, _ = o[k].(map[string]any)
+	}
+	v, _ := o["KARPENTER_VERSION"].(string)
+	return v
+}
+
+// rolePolicy is the controller policy step one desires.
+func rolePolicy(t *testing.T, rsp *fnv1.RunFunctionResponse) string {
+	t.Helper()
+	p, _ := forProvider(rsp, "controller-role-policy", "policy").(string)
+	if p == "" {
+		t.Fatal("no controller-role-policy policy desired")
+	}
+	return p
+}
+
+// TestUpgrade walks a claim Ready at 1.14.1 to 1.15.0, round by round, and
+// checks each round: when the policy changes, when the controller's chart
+// and the node pools move, what the claim is told, and that nothing that
+// exists is dropped.
+func TestUpgrade(t *testing.T) {
+	reboot := func(b *requestBuilder) *requestBuilder {
+		return b.withInput("controller.awsFeatureGates", []any{"RebootForRepair"})
+	}
+	noGates := func(b *requestBuilder) *requestBuilder { return b }
+
+	t.Run("SamePolicy", func(t *testing.T) {
+		// With no gate on, 1.15.0's controller policy is 1.14.1's: the
+		// controller may follow at once.
+		aws := fakeProviders{t: t, account: account}
+		observed := readyAt(t, "1.14.1", noGates)
+		before := run(t, aRequest(t).withSpec("version", "1.14.1").observing(observed).build())
+		call := func() *fnv1.RunFunctionResponse {
+			rsp := run(t, aRequest(t).withSpec("version", "1.15.0").observing(observed).build())
+			checkNothingDropped(t, observed, rsp)
+			return rsp
+		}
+
+		rsp := call()
+		checkRound(t, "the version changed", rsp, "1.15.0", "1.14.1",
+			"1.14.1 → 1.15.0: Karpenter 1.15.0's controller policy is 1.14.1's, so the controller follows at once; waiting for controller-kustomization to be Ready at 1.15.0")
+		if rolePolicy(t, rsp) != rolePolicy(t, before) {
+			t.Error("the role policy changed, though both versions' policies are the same")
+		}
+
+		// The claimed cluster's Flux has not reconciled the new chart yet.
+		observed = aws.observe(rsp, true)
+		observed["controller-kustomization"] = kustomizationFailing(observed["controller-kustomization"], "HelmRelease/karpenter/karpenter status: 'Progressing'")
+		rsp = call()
+		checkRound(t, "the controller not Ready at 1.15.0 yet", rsp, "1.15.0", "1.14.1", "waiting for controller-kustomization to be Ready at 1.15.0")
+
+		observed = aws.observe(rsp, true)
+		rsp = call()
+		checkRound(t, "the controller Ready at 1.15.0", rsp, "1.15.0", "1.15.0", "controller-kustomization is Ready at 1.15.0, so the node pools follow")
+
+		observed = aws.observe(rsp, true)
+		rsp = call()
+		if c := conditionsOf(rsp)["VersionReady"]; c != (cond{fnv1.Status_STATUS_CONDITION_TRUE, "Current"}) {
+			t.Errorf("everything at 1.15.0: VersionReady %v, want True/Current", c)
+		}
+		if rsp.GetDesired().GetComposite().GetReady() == fnv1.Ready_READY_FALSE {
+			t.Error("everything at 1.15.0 and Ready: the XR is still held unready")
+		}
+	})
+
+	t.Run("PolicyFirst", func(t *testing.T) {
+		// RebootForRepair: 1.15.0 needs ec2:RebootInstances, which 1.14.1
+		// does not know. The policy changes first; the controller waits
+		// until AWS reports it applied.
+		aws := fakeProviders{t: t, account: account}
+		observed := readyAt(t, "1.14.1", reboot)
+		before := run(t, reboot(aRequest(t).withSpec("version", "1.14.1")).observing(observed).build())
+		if strings.Contains(rolePolicy(t, before), "ec2:RebootInstances") {
+			t.Fatal("1.14.1's policy grants ec2:RebootInstances: the gate is 1.15's")
+		}
+		call := func() *fnv1.RunFunctionResponse {
+			rsp := run(t, reboot(aRequest(t).withSpec("version", "1.15.0")).observing(observed).build())
+			checkNothingDropped(t, observed, rsp)
+			return rsp
+		}
+
+		rsp := call()
+		waitingForPolicy := "1.14.1 → 1.15.0: waiting for AWS to report controller-role-policy applied with 1.15.0's policy; the controller stays at 1.14.1 until then"
+		checkRound(t, "the version changed", rsp, "1.14.1", "1.14.1", waitingForPolicy)
+		newPolicy := rolePolicy(t, rsp)
+		if !strings.Contains(newPolicy, `"ec2:RebootInstances"`) {
+			t.Errorf("the role policy was not updated first: %s", newPolicy)
+		}
+		if values := controllerValues(t, rsp); values["settings"].(map[string]any)["awsFeatureGates"] != nil {
+			t.Errorf("the controller, still at 1.14.1, got 1.15's feature gate: %v", values["settings"])
+		}
+
+		// Crossplane applied the new document, but AWS still reports the
+		// old one: the controller waits.
+		stale := deepCopy(observed["controller-role-policy"])
+		observed = aws.observe(rsp, true)
+		applying := deepCopy(observed["controller-role-policy"])
+		applying["status"] = stale["status"]
+		observed["controller-role-policy"] = applying
+		rsp = call()
+		checkRound(t, "AWS still reports the old policy", rsp, "1.14.1", "1.14.1", waitingForPolicy)
+
+		// AWS reports the new policy, but the role policy is not Ready.
+		observed = aws.observe(rsp, true)
+		observed["controller-role-policy"] = unready(observed["controller-role-policy"])
+		rsp = call()
+		checkRound(t, "the new policy reported, not Ready", rsp, "1.14.1", "1.14.1", waitingForPolicy)
+
+		observed = aws.observe(rsp, true)
+		rsp = call()
+		checkRound(t, "the new policy applied", rsp, "1.15.0", "1.14.1",
+			"1.14.1 → 1.15.0: AWS reports controller-role-policy applied with 1.15.0's policy, so the controller follows; waiting for controller-kustomization to be Ready at 1.15.0")
+		if rolePolicy(t, rsp) != newPolicy {
+			t.Error("the role policy changed again once applied")
+		}
+		gates, _ := controllerValues(t, rsp)["settings"].(map[string]any)["awsFeatureGates"].(map[string]any)
+		if diff := cmp.Diff(map[string]any{"rebootForRepair": true}, gates); diff != "" {
+			t.Errorf("the controller at 1.15.0 gets the platform's gate: settings.awsFeatureGates -want +got:\n%s", diff)
+		}
+
+		observed = aws.observe(rsp, true)
+		rsp = call()
+		checkRound(t, "the controller Ready at 1.15.0", rsp, "1.15.0", "1.15.0", "so the node pools follow")
+
+		observed = aws.observe(rsp, true)
+		if c := conditionsOf(call())["VersionReady"]; c != (cond{fnv1.Status_STATUS_CONDITION_TRUE, "Current"}) {
+			t.Errorf("everything at 1.15.0: VersionReady %v, want True/Current", c)
+		}
+	})
+
+	t.Run("Downgrade", func(t *testing.T) {
+		observed := readyAt(t, "1.15.0", noGates)
+		rsp := run(t, aRequest(t).withSpec("version", "1.14.1").observing(observed).build())
+		msg := fatal(rsp)
+		want := "spec.version: Forbidden: a downgrade from 1.15.0, which the controller runs, is refused"
+		if !strings.Contains(msg, want) {
+			t.Errorf("a downgrade: fatal %q, want it to say %q", msg, want)
+		}
+		checkRefusalShown(t, rsp, "Refused", msg)
+		if n := len(rsp.GetDesired().GetResources()); n != 0 {
+			t.Errorf("a refused downgrade composes %d resources, want none: Crossplane keeps what exists", n)
+		}
+	})
+}
+
+// checkRound checks one round of an upgrade: the versions the controller's
+// and the node pools' Kustomizations carry, and the VersionReady condition.
+func checkRound(t *testing.T, where string, rsp *fnv1.RunFunctionResponse, controller, nodes, says string) {
+	t.Helper()
+	if msg := fatal(rsp); msg != "" {
+		t.Fatalf("%s: fatal: %s", where, msg)
+	}
+	if got := builtFor(t, rsp, "controller-kustomization"); got != controller {
+		t.Errorf("%s: the controller's chart is %s, want %s", where, got, controller)
+	}
+	if got := builtFor(t, rsp, "nodes-kustomization"); got != nodes {
+		t.Errorf("%s: the node pools are built for %s, want %s", where, got, nodes)
+	}
+	var version *fnv1.Condition
+	for _, c := range rsp.GetConditions() {
+		if c.GetType() == "VersionReady" {
+			version = c
+		}
+	}
+	if version.GetStatus() != fnv1.Status_STATUS_CONDITION_FALSE || version.GetReason() != "Upgrading" || !strings.Contains(version.GetMessage(), says) {
+		t.Errorf("%s: VersionReady %v %s %q, want False/Upgrading saying %q", where, version.GetStatus(), version.GetReason(), version.GetMessage(), says)
+	}
+	if rsp.GetDesired().GetComposite().GetReady() != fnv1.Ready_READY_FALSE {
+		t.Errorf("%s: the XR is not held unready during the upgrade", where)
+	}
+}
+
+// checkNothingDropped: every resource that exists is still desired.
+func checkNothingDropped(t *testing.T, observed map[resource.Name]map[string]any, rsp *fnv1.RunFunctionResponse) {
+	t.Helper()
+	for n := range observed {
+		if _, ok := rsp.GetDesired().GetResources()[string(n)]; !ok {
+			t.Errorf("%s exists but is no longer desired: Crossplane would delete it", n)
+		}
+	}
+}
+
+// controllerValues are the chart values the controller's Kustomization
+// patches in.
+func controllerValues(t *testing.T, rsp *fnv1.RunFunctionResponse) map[string]any {
+	t.Helper()
+	o := rsp.GetDesired().GetResources()["controller-kustomization"].GetResource().AsMap()
+	for _, k := range []string{"spec", "forProvider", "manifest", "spec"} {
+		o, _ = o[k].(map[string]any)
+	}
+	patches, _ := o["patches"].([]any)
+	if len(patches) != 1 {
+		t.Fatalf("controller Kustomization patches %v, want one", patches)
+	}
+	var ops []struct {
+		Value map[string]any `json:"value"`
+	}
+	if err := yamlUnmarshal(patches[0].(map[string]any)["patch"].(string), &ops); err != nil || len(ops) != 1 {
+		t.Fatalf("cannot read the values patch: %v", err)
+	}
+	return ops[0].Value
+}
+
+func yamlUnmarshal(s string, into any) error { return yaml.Unmarshal([]byte(s), into) }
