@@ -2,6 +2,7 @@ package main
 
 import (
 	"flag"
+	"maps"
 	"os"
 	"path/filepath"
 	"sort"
@@ -20,21 +21,33 @@ var update = flag.Bool("update", false, "rewrite examples/observed/ from the fak
 // where what the fake providers report at each step goes.
 type example struct {
 	xr, composition, observed string
+	// upgrade adds the fixtures of an upgrade from 1.14.1.
+	upgrade bool
 }
 
 // examples are the claim's (the XR Crossplane creates for
 // examples/claim.yaml) and the namespaced XR's.
 var examples = map[string]example{
-	"claim":      {"../examples/xr.yaml", "../apis/composition.yaml", "../examples/observed"},
-	"namespaced": {"../examples/namespaced/xr.yaml", "../apis/composition-namespaced.yaml", "../examples/namespaced/observed"},
+	"claim":      {"../examples/xr.yaml", "../apis/composition.yaml", "../examples/observed", true},
+	"namespaced": {"../examples/namespaced/xr.yaml", "../apis/composition-namespaced.yaml", "../examples/namespaced/observed", false},
 }
 
 // exampleRequest is the request crossplane render sends for e's XR through
 // its Composition: the same XR, the Composition's own input.
 func exampleRequest(t *testing.T, e example, observed map[resource.Name]map[string]any) *fnv1.RunFunctionRequest {
 	t.Helper()
+	return exampleRequestAt(t, e, "", observed)
+}
+
+// exampleRequestAt is exampleRequest with the XR at Karpenter version v
+// (the example's own when empty).
+func exampleRequestAt(t *testing.T, e example, v string, observed map[resource.Name]map[string]any) *fnv1.RunFunctionRequest {
+	t.Helper()
 	var xr map[string]any
 	readYAML(t, e.xr, &xr)
+	if v != "" {
+		xr["spec"].(map[string]any)["version"] = v
+	}
 	var comp struct {
 		Spec struct {
 			Pipeline []struct {
@@ -89,6 +102,22 @@ func exampleFixtures(t *testing.T, e example) {
 	controllerFailing["controller-kustomization"] = kustomizationFailing(all["controller-kustomization"],
 		"HelmRelease/karpenter/karpenter status: 'Failed'")
 
+	// The upgrade, for the claim: everything Ready at 1.14.1 while the XR
+	// asks for the example's 1.15.0; then the controller Ready at 1.15.0
+	// with the node pools still at 1.14.1.
+	var upgrades map[string]map[resource.Name]map[string]any
+	if e.upgrade {
+		at := func(observed map[resource.Name]map[string]any) map[resource.Name]map[string]any {
+			return aws.observe(run(t, exampleRequestAt(t, e, "1.14.1", observed)), true)
+		}
+		old := at(at(at(at(at(at(nil))))))
+		controllerMoved := next(old)
+		upgrades = map[string]map[resource.Name]map[string]any{
+			"upgrade-1-ready-at-1.14.1.yaml":      old,
+			"upgrade-2-controller-at-1.15.0.yaml": controllerMoved,
+		}
+	}
+
 	fixtures := map[string]map[resource.Name]map[string]any{
 		"2-identity-ready.yaml":           identity,
 		"3-wiring-ready.yaml":             wiring,
@@ -99,6 +128,7 @@ func exampleFixtures(t *testing.T, e example) {
 		"8-all-ready.yaml":                all,
 		"9-controller-failing-later.yaml": controllerFailing,
 	}
+	maps.Copy(fixtures, upgrades)
 	for file, observed := range fixtures {
 		path := filepath.Join(e.observed, file)
 		got := renderFixture(t, e, observed)
