@@ -231,3 +231,37 @@ func withoutRemoved(t *testing.T, statements []map[string]any) []map[string]any 
 	}
 	return out
 }
+
+// TestGatedStatements: a gate adds its statements to the versions that know
+// it, written out here, and nothing to the others.
+func TestGatedStatements(t *testing.T) {
+	p := testParams("aws", "eu-west-3")
+	reboot := map[string]any{
+		"Sid":      "AllowScopedInstanceReboot",
+		"Effect":   "Allow",
+		"Action":   []any{"ec2:RebootInstances"},
+		"Resource": []any{"arn:aws:ec2:eu-west-3:*:instance/*"},
+		"Condition": map[string]any{
+			"StringEquals": map[string]any{"aws:ResourceTag/kubernetes.io/cluster/prod-eu": []any{"owned"}},
+			"StringLike":   map[string]any{"aws:ResourceTag/karpenter.sh/nodepool": []any{"*"}},
+		},
+	}
+	for version, added := range map[string][]map[string]any{"1.14.1": nil, "1.15.0": {reboot}} {
+		v, err := versions.Get(version)
+		if err != nil {
+			t.Fatal(err)
+		}
+		base := policy.ParseJSON(t, v.ControllerPolicy(p, nil).JSON())["Statement"].([]any)
+		gated := policy.ParseJSON(t, v.ControllerPolicy(p, []versions.Gate{versions.RebootForRepair}).JSON())["Statement"].([]any)
+		if diff := cmp.Diff(base, gated[:len(base)]); diff != "" {
+			t.Errorf("Karpenter %s: RebootForRepair changed the base statements: -base, +gated:\n%s", version, diff)
+		}
+		var got []map[string]any
+		for _, s := range gated[len(base):] {
+			got = append(got, s.(map[string]any))
+		}
+		if diff := cmp.Diff(added, got); diff != "" {
+			t.Errorf("Karpenter %s: what RebootForRepair adds, -want, +got:\n%s", version, diff)
+		}
+	}
+}

@@ -49,12 +49,16 @@ type Version struct {
 	// Reference is the upstream policy document Policy is checked against
 	// (internal/policy/testdata/), and where it comes from.
 	Reference string
-	// Module is the Go module whose zip carries this version's CRDs
-	// (pkg/apis/crds) and, as its charts/karpenter, the chart of the
-	// release before it (ChartInModule): the nearest chart the module
-	// proxy serves.
-	Module        string
-	ChartInModule string
+	// CRDs is the Go module (path@version) whose zip carries this
+	// version's CRDs (pkg/apis/crds), which test/flux admits the node pools
+	// against.
+	CRDs string
+	// NearestChart is the Go module whose zip's charts/karpenter is the
+	// nearest chart to this version the module proxy serves, and
+	// NearestChartVersion that chart's version: a tag's zip carries the
+	// chart of the release before it, so the newest version's own chart is
+	// not to be had. test/flux renders this version's values with it.
+	NearestChart, NearestChartVersion string
 	// UpgradeFrom is the oldest version an installation may be upgraded
 	// from to this one in one step; empty when every older known version
 	// may.
@@ -64,12 +68,14 @@ type Version struct {
 // All are the known versions, oldest first.
 var All = []Version{
 	{
-		Version:       "1.14.1",
-		Chart:         "1.14.1",
-		Policy:        policy.ControllerV1_14,
-		Reference:     "karpenter-1.14-reference.json",
-		Module:        "github.com/aws/karpenter-provider-aws@v1.14.1",
-		ChartInModule: "1.13.0",
+		Version:   "1.14.1",
+		Chart:     "1.14.1",
+		Policy:    policy.ControllerV1_14,
+		Reference: "karpenter-1.14-reference.json",
+		CRDs:      "github.com/aws/karpenter-provider-aws@v1.14.1",
+		// v1.15.0's zip carries the 1.14.1 chart: this version's own.
+		NearestChart:        "github.com/aws/karpenter-provider-aws@v1.15.0",
+		NearestChartVersion: "1.14.1",
 	},
 	{
 		Version: "1.15.0",
@@ -77,12 +83,13 @@ var All = []Version{
 		// No v1.15 reference setup is published where the function is
 		// built: the v1.14 one, plus what 1.15.0's own source calls behind
 		// a gate (its pkg/aws/sdk.go, checked by test/flux).
-		Policy:        policy.ControllerV1_14,
-		Gated:         map[Gate][]func(policy.ControllerParams) policy.Statement{RebootForRepair: {policy.InstanceReboot}},
-		GateValues:    map[Gate]string{RebootForRepair: "rebootForRepair"},
-		Reference:     "karpenter-1.14-reference.json",
-		Module:        "github.com/aws/karpenter-provider-aws@v1.15.0",
-		ChartInModule: "1.14.1",
+		Policy:              policy.ControllerV1_14,
+		Gated:               map[Gate][]func(policy.ControllerParams) policy.Statement{RebootForRepair: {policy.InstanceReboot}},
+		GateValues:          map[Gate]string{RebootForRepair: "rebootForRepair"},
+		Reference:           "karpenter-1.14-reference.json",
+		CRDs:                "github.com/aws/karpenter-provider-aws@v1.15.0",
+		NearestChart:        "github.com/aws/karpenter-provider-aws@v1.15.0",
+		NearestChartVersion: "1.14.1",
 	},
 }
 

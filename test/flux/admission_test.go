@@ -12,8 +12,9 @@ import (
 // fields, the OpenAPI schema, the CEL rules of Karpenter's CRDs) refuses a
 // broken copy of the default pools.
 func TestAdmissionRefusesWhatTheAPIServerWould(t *testing.T) {
-	schemas := karpenterSchemas(t)
-	built := byKindName(fluxBuild(t, nodesKustomization(t, load(t, nil, nil))))
+	c := load(t, nil, nil)
+	schemas := karpenterSchemas(t, version(t, c))
+	built := byKindName(fluxBuild(t, nodesKustomization(t, c)))
 
 	cases := map[string]struct {
 		reason string

@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -31,6 +32,16 @@ const gitopsBase = "examples/gitops"
 
 // edits are changes to a YAML document by dotted path; a nil value deletes.
 type edits map[string]any
+
+// with is a copy of e that also sets path.
+func (e edits) with(path string, v any) edits {
+	out := maps.Clone(e)
+	if out == nil {
+		out = edits{}
+	}
+	out[path] = v
+	return out
+}
 
 func (e edits) apply(t *testing.T, m map[string]any) {
 	t.Helper()

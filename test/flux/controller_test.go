@@ -29,12 +29,22 @@ import (
 // controllerLabels are the labels the chart puts on the controller's pods.
 var controllerLabels = map[string]string{"app.kubernetes.io/name": "karpenter", "app.kubernetes.io/instance": "karpenter"}
 
+// TestControllerValuesReachTheDeployment builds the controller Kustomization
+// of every case for each known version and renders that version's values
+// with its nearest chart (internal/versions says which), checking what the
+// controller's Deployment gets.
 func TestControllerValuesReachTheDeployment(t *testing.T) {
+	for _, v := range versions.All {
+		t.Run(v.Version, func(t *testing.T) { valuesReachTheDeployment(t, v) })
+	}
+}
+
+func valuesReachTheDeployment(t *testing.T, v versions.Version) {
 	fluxSchemas := loadCRDs(t,
 		helmController.file(t, "config/crd/bases/helm.toolkit.fluxcd.io_helmreleases.yaml"),
 		sourceController.file(t, "config/crd/bases/source.toolkit.fluxcd.io_ocirepositories.yaml"),
 	)
-	chrt := karpenterChart(t)
+	chrt := karpenterChart(t, v)
 
 	type want struct {
 		cluster, region string
@@ -42,6 +52,15 @@ func TestControllerValuesReachTheDeployment(t *testing.T) {
 		nodeSelector    map[string]string
 		tolerations     []corev1.Toleration
 		resources       corev1.ResourceRequirements
+		// awsFeatureGates is the controller's AWS_FEATURE_GATES.
+		awsFeatureGates string
+	}
+	// The chart's AWS feature gates, all off but those the platform
+	// enables and v knows.
+	gatesOff := "NodeClassCEL=false,DRANVIDIAGPU=false,DRAEFA=false,RebootForRepair=false"
+	reboot := gatesOff
+	if _, known := v.GateValues[versions.RebootForRepair]; known {
+		reboot = "NodeClassCEL=false,DRANVIDIAGPU=false,DRAEFA=false,RebootForRepair=true"
 	}
 	// Karpenter's getting-started guide: 1 CPU and 1Gi, requests and limits.
 	gettingStarted := corev1.ResourceRequirements{
@@ -59,9 +78,22 @@ func TestControllerValuesReachTheDeployment(t *testing.T) {
 			want: want{
 				cluster: exampleCluster, region: exampleRegion,
 				namespace: "karpenter", sa: "karpenter",
-				nodeSelector: map[string]string{"socle.do-now.io/node-group": "system"},
-				tolerations:  []corev1.Toleration{{Key: "CriticalAddonsOnly", Operator: corev1.TolerationOpExists}},
-				resources:    gettingStarted,
+				nodeSelector:    map[string]string{"socle.do-now.io/node-group": "system"},
+				tolerations:     []corev1.Toleration{{Key: "CriticalAddonsOnly", Operator: corev1.TolerationOpExists}},
+				resources:       gettingStarted,
+				awsFeatureGates: gatesOff,
+			},
+		},
+		"RebootForRepair": {
+			reason: "The platform enables RebootForRepair: the controller gets it from the version that knows it (1.15), and not before.",
+			input:  edits{"controller.awsFeatureGates": []string{"RebootForRepair"}},
+			want: want{
+				cluster: exampleCluster, region: exampleRegion,
+				namespace: "karpenter", sa: "karpenter",
+				nodeSelector:    map[string]string{"socle.do-now.io/node-group": "system"},
+				tolerations:     []corev1.Toleration{{Key: "CriticalAddonsOnly", Operator: corev1.TolerationOpExists}},
+				resources:       gettingStarted,
+				awsFeatureGates: reboot,
 			},
 		},
 		"PlatformPlacement": {
@@ -94,12 +126,13 @@ func TestControllerValuesReachTheDeployment(t *testing.T) {
 					Requests: corev1.ResourceList{"cpu": resource.MustParse("500m"), "memory": resource.MustParse("768Mi")},
 					Limits:   corev1.ResourceList{"memory": resource.MustParse("2Gi")},
 				},
+				awsFeatureGates: gatesOff,
 			},
 		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			c := load(t, tc.spec, tc.input)
+			c := load(t, tc.spec.with("version", v.Version), tc.input)
 			built := byKindName(fluxBuild(t, controllerKustomization(t, c)))
 			if diff := cmp.Diff([]string{"HelmRelease/karpenter", "OCIRepository/karpenter"}, keys(built)); diff != "" {
 				t.Fatalf("\n%s\nbuilt objects: -want, +got:\n%s", tc.reason, diff)
@@ -110,8 +143,8 @@ func TestControllerValuesReachTheDeployment(t *testing.T) {
 				}
 			}
 			oci := fluxSchemas.mustAdmit(t, built["OCIRepository/karpenter"])
-			if tag, _, _ := unstructured.NestedString(oci.Object, "spec", "ref", "tag"); tag != "1.15.0" {
-				t.Errorf("\n%s\nOCIRepository: chart tag %q, want 1.15.0", tc.reason, tag)
+			if tag, _, _ := unstructured.NestedString(oci.Object, "spec", "ref", "tag"); tag != v.Chart {
+				t.Errorf("\n%s\nOCIRepository: chart tag %q, want %s", tc.reason, tag, v.Chart)
 			}
 
 			// The values as the API server would store them: they go through
@@ -180,6 +213,7 @@ func TestControllerValuesReachTheDeployment(t *testing.T) {
 				"INTERRUPTION_QUEUE": tc.want.cluster + "-karpenter", // the queue's name, not its ARN or URL
 				"AWS_REGION":         tc.want.region,
 				"EKS_CONTROL_PLANE":  "true",
+				"AWS_FEATURE_GATES":  tc.want.awsFeatureGates,
 			}
 			for k, v := range wantEnv {
 				if diff := cmp.Diff([]string{v}, env[k]); diff != "" {
@@ -250,10 +284,11 @@ func controllerKustomization(t *testing.T, c *spec.Config) *kustomizev1.Kustomiz
 	return delivered(t, objs[flux.ControllerKustomization])
 }
 
-// karpenterChart loads the chart from the Karpenter module zip.
-func karpenterChart(t *testing.T) *chart.Chart {
+// karpenterChart loads the chart nearest to v from the Karpenter module zip
+// internal/versions names, checking it is the chart version it says.
+func karpenterChart(t *testing.T, v versions.Version) *chart.Chart {
 	t.Helper()
-	files := karpenter.files(t, "charts/karpenter")
+	files := karpenterModule(t, v.NearestChart).files(t, "charts/karpenter")
 	buffered := make([]*loader.BufferedFile, 0, len(files))
 	for _, name := range keys(files) {
 		buffered = append(buffered, &loader.BufferedFile{Name: name, Data: files[name]})
@@ -261,6 +296,9 @@ func karpenterChart(t *testing.T) *chart.Chart {
 	c, err := loader.LoadFiles(buffered)
 	if err != nil {
 		t.Fatalf("cannot load the Karpenter chart: %v", err)
+	}
+	if c.Metadata.Version != v.NearestChartVersion {
+		t.Fatalf("%s carries chart %s; internal/versions says %s is nearest to Karpenter %s", v.NearestChart, c.Metadata.Version, v.NearestChartVersion, v.Version)
 	}
 	return c
 }

@@ -19,10 +19,28 @@ type module struct {
 	Path, Version, Sum string
 }
 
+// karpenterSums pin the zips of the Karpenter modules internal/versions
+// names for each version's CRDs and nearest chart; a version whose modules
+// have no sum here fails the tests until one is added.
+var karpenterSums = map[string]string{
+	"github.com/aws/karpenter-provider-aws@v1.14.1": "h1:WGtIQTQcxpElYMdWfWuPwaF2+9muR+hYhPZsTtoY8Gs=",
+	"github.com/aws/karpenter-provider-aws@v1.15.0": "h1:3qnrxRxKHPg9Hd71D7xH4xKxPfmcrB30EFBrMz74mOs=",
+}
+
+// karpenterModule is the pinned Karpenter module ref (path@version), which
+// carries Karpenter's CRDs (pkg/apis/crds) and the chart of the release
+// before it (charts/karpenter).
+func karpenterModule(t *testing.T, ref string) module {
+	t.Helper()
+	path, version, ok := strings.Cut(ref, "@")
+	sum, pinned := karpenterSums[ref]
+	if !ok || !pinned {
+		t.Fatalf("no pinned hash of %s in karpenterSums", ref)
+	}
+	return module{path, version, sum}
+}
+
 var (
-	// karpenter carries Karpenter's CRDs (pkg/apis/crds) and its chart
-	// (charts/karpenter; its Chart.yaml still says 1.14.1).
-	karpenter = module{"github.com/aws/karpenter-provider-aws", "v1.15.0", "h1:3qnrxRxKHPg9Hd71D7xH4xKxPfmcrB30EFBrMz74mOs="}
 	// helmController and sourceController carry the Flux CRDs of the Flux
 	// release whose kustomize-controller (v1.7) the function targets.
 	helmController   = module{"github.com/fluxcd/helm-controller", "v1.4.0", "h1:rkm8rmB6Na7eNc4pJOnvtXEaJ19iKluRtayHKjBxcUM="}

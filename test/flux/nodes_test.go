@@ -20,6 +20,7 @@ import (
 
 	"github.com/do-now/function-karpenter/internal/flux"
 	"github.com/do-now/function-karpenter/internal/spec"
+	"github.com/do-now/function-karpenter/internal/versions"
 )
 
 // What the example claim (examples/xr.yaml) and the example Composition's
@@ -36,11 +37,13 @@ var karpenterCRDs = []string{
 	"pkg/apis/crds/karpenter.k8s.aws_ec2nodeclasses.yaml",
 }
 
-func karpenterSchemas(t *testing.T) crdSchemas {
+// karpenterSchemas are Karpenter v's CRDs.
+func karpenterSchemas(t *testing.T, v versions.Version) crdSchemas {
 	t.Helper()
+	m := karpenterModule(t, v.CRDs)
 	crds := make([][]byte, len(karpenterCRDs))
 	for i, f := range karpenterCRDs {
-		crds[i] = karpenter.file(t, f)
+		crds[i] = m.file(t, f)
 	}
 	return loadCRDs(t, crds...)
 }
@@ -193,8 +196,17 @@ func (n nodes) nodeClass(name string, p pool) ec2NodeClass {
 	return nc
 }
 
+// TestNodesKustomizationBuildsValidPools builds the nodes Kustomization for
+// each case and each known version, and admits every NodePool and
+// EC2NodeClass against that version's CRDs.
 func TestNodesKustomizationBuildsValidPools(t *testing.T) {
-	schemas := karpenterSchemas(t)
+	for _, v := range versions.All {
+		t.Run(v.Version, func(t *testing.T) { buildsValidPools(t, v) })
+	}
+}
+
+func buildsValidPools(t *testing.T, v versions.Version) {
+	schemas := karpenterSchemas(t, v)
 	// A platform that selects capacity reservations, by tags and by id, and
 	// allows reserved capacity (the example Composition lists its allowed
 	// capacity types, which then do not grow by themselves).
@@ -401,7 +413,7 @@ func TestNodesKustomizationBuildsValidPools(t *testing.T) {
 			if tc.want != nil {
 				tc.want(&want)
 			}
-			c := load(t, tc.spec, tc.input)
+			c := load(t, tc.spec.with("version", v.Version), tc.input)
 			k := nodesKustomization(t, c)
 			got := byKindName(fluxBuild(t, k))
 
