@@ -2,26 +2,240 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/crossplane/function-sdk-go/logging"
 	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
+	"github.com/crossplane/function-sdk-go/resource"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 )
 
-// BenchmarkRunFunctionAllReady measures the steady state: every step is
-// observed Ready, which is what every reconcile of a settled claim costs.
-func BenchmarkRunFunctionAllReady(b *testing.B) {
-	aws := fakeProviders{t: b, account: account}
-	f := &Function{log: logging.NewNopLogger()}
-	identity := aws.observe(mustRun(b, f, aRequest(b).build()), true)
-	all := aws.observe(mustRun(b, f, aRequest(b).observing(identity).build()), true)
-	req := aRequest(b).observing(all).build()
+// A benchState is what Crossplane observes for the example claim at one
+// point of its life, reached by walking the fake providers.
+type benchState struct {
+	name     string
+	observed map[resource.Name]map[string]any
+}
 
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := f.RunFunction(context.Background(), req); err != nil {
+// benchStates walks the example claim with the fake providers answering at
+// once, and keeps three states: nothing observed; mid-sequence (steps one
+// and two Ready, the controller's namespace Ready, its ServiceAccount and
+// access check not yet); and everything Ready — every step, every Usage,
+// the status — checked as the function itself reports it.
+func benchStates(b *testing.B) []benchState {
+	b.Helper()
+	aws := fakeProviders{t: b, account: account}
+	var mid, all map[resource.Name]map[string]any
+	var observed map[resource.Name]map[string]any
+	for round := 0; all == nil; round++ {
+		if round > 20 {
+			b.Fatal("the example claim did not get Ready in 20 rounds")
+		}
+		rsp := run(b, settled(aRequest(b)).observing(observed).build())
+		conds := conditionsOf(rsp)
+		switch {
+		case mid == nil && conds["InterruptionWiringReady"].Status == fnv1.Status_STATUS_CONDITION_TRUE &&
+			conds["AccessCheckReady"].Status == fnv1.Status_STATUS_CONDITION_FALSE && observedReady(observed["controller-namespace"]) &&
+			observed["access-check"] == nil:
+			mid = observed
+		case rsp.GetDesired().GetComposite().GetReady() != fnv1.Ready_READY_FALSE && len(observed) == len(rsp.GetDesired().GetResources()):
+			all = observed
+		}
+		observed = aws.observe(rsp, true)
+	}
+	if mid == nil {
+		b.Fatal("the walk never reached the mid-sequence state")
+	}
+	return []benchState{{"Nothing", nil}, {"MidSequence", mid}, {"AllReady", all}}
+}
+
+// settled answers the function's requirements as Crossplane v2.4 does on a
+// reconcile after the first: with what it found the last time (here,
+// nothing: no other XR holds the cluster).
+func settled(b *requestBuilder) *requestBuilder { return b.requiring(claimRoles) }
+
+// BenchmarkRunFunction is one in-process call for each state, with the
+// requirements already answered: ns/op, B/op, allocs/op, and how many
+// composed resources the call observed and answered.
+func BenchmarkRunFunction(b *testing.B) {
+	f := &Function{log: logging.NewNopLogger()}
+	for _, s := range benchStates(b) {
+		b.Run(s.name, func(b *testing.B) {
+			req := settled(aRequest(b)).observing(s.observed).build()
+			rsp := mustRun(b, f, req)
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := f.RunFunction(context.Background(), req); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(len(req.GetObserved().GetResources())), "observed")
+			b.ReportMetric(float64(len(rsp.GetDesired().GetResources())), "desired")
+		})
+	}
+}
+
+// BenchmarkGRPCReconcile is one reconcile of the settled claim against the
+// real server, built from this package and run as its own process on
+// loopback: "Asked" is Crossplane's first reconcile, where the function
+// asks for its requirements and is called again with the answer (two
+// calls); "Prefilled" is a later one, answered from the start (one call).
+// cpu-ms/reconcile is the function process's own CPU (user and system), read
+// from /proc; ns/op includes the client's encoding.
+func BenchmarkGRPCReconcile(b *testing.B) {
+	states := benchStates(b)
+	all := states[len(states)-1].observed
+	client, cpu := serveFunction(b)
+	for _, tc := range []struct {
+		name string
+		req  *fnv1.RunFunctionRequest
+	}{
+		{"Asked", aRequest(b).observing(all).build()},
+		{"Prefilled", settled(aRequest(b)).observing(all).build()},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			calls, err := reconcile(client, tc.req)
+			if err != nil {
+				b.Fatal(err)
+			}
+			before := cpu()
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := reconcile(client, tc.req); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(cpu()-before)/float64(b.N)/1e6, "cpu-ms/reconcile")
+			b.ReportMetric(float64(calls), "calls/reconcile")
+		})
+	}
+}
+
+// BenchmarkGRPCConcurrent serves 1, 10 and 100 settled claims at once from
+// one function process: one op is every claim reconciled once,
+// concurrently, each call prefilled.
+func BenchmarkGRPCConcurrent(b *testing.B) {
+	states := benchStates(b)
+	all := states[len(states)-1].observed
+	client, cpu := serveFunction(b)
+	for _, n := range []int{1, 10, 100} {
+		b.Run(fmt.Sprintf("claims=%d", n), func(b *testing.B) {
+			reqs := make([]*fnv1.RunFunctionRequest, n)
+			for i := range reqs {
+				r := settled(aRequest(b)).observing(all)
+				r.xr["metadata"] = map[string]any{"name": fmt.Sprintf("team-a-karpenter-%03d", i)}
+				reqs[i] = r.build()
+			}
+			before, start := cpu(), time.Now()
+			for b.Loop() {
+				var wg sync.WaitGroup
+				for _, req := range reqs {
+					wg.Go(func() {
+						if _, err := reconcile(client, req); err != nil {
+							b.Error(err)
+						}
+					})
+				}
+				wg.Wait()
+			}
+			reconciles := float64(b.N * n)
+			b.ReportMetric(float64(time.Since(start).Nanoseconds())/reconciles, "ns/reconcile")
+			b.ReportMetric(float64(cpu()-before)/reconciles/1e6, "cpu-ms/reconcile")
+		})
+	}
+}
+
+// reconcile calls the function as Crossplane does in one reconcile: again,
+// with the answer, for as long as it asks for resources it was not given.
+// It returns how many calls it took.
+func reconcile(client fnv1.FunctionRunnerServiceClient, req *fnv1.RunFunctionRequest) (int, error) {
+	for calls := 1; ; calls++ {
+		rsp, err := client.RunFunction(context.Background(), req)
+		if err != nil {
+			return 0, err
+		}
+		if msg := fatal(rsp); msg != "" {
+			return 0, fmt.Errorf("fatal result: %s", msg)
+		}
+		asked := rsp.GetRequirements().GetResources()
+		missing := false
+		for name := range asked {
+			if _, ok := req.GetRequiredResources()[name]; !ok {
+				missing = true
+			}
+		}
+		if !missing || calls == 5 {
+			return calls, nil
+		}
+		next := fnv1.RunFunctionRequest{Meta: req.GetMeta(), Observed: req.GetObserved(), Desired: req.GetDesired(), Input: req.GetInput(),
+			RequiredResources: map[string]*fnv1.Resources{}}
+		for name := range asked {
+			next.RequiredResources[name] = &fnv1.Resources{}
+		}
+		req = &next
+	}
+}
+
+// serveFunction builds this package, serves it on loopback without TLS for
+// the rest of the benchmark, and returns a client and a reader of the
+// process's CPU time in nanoseconds.
+func serveFunction(b *testing.B) (fnv1.FunctionRunnerServiceClient, func() int64) {
+	b.Helper()
+	bin := filepath.Join(b.TempDir(), "function")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		b.Fatalf("cannot build the function: %v\n%s", err, out)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	addr := l.Addr().String()
+	_ = l.Close()
+	cmd := exec.Command(bin, "--insecure", "--address", addr)
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(16<<20)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = conn.Close() })
+	client := fnv1.NewFunctionRunnerServiceClient(conn)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_, err := client.RunFunction(ctx, aRequest(b).build())
+		cancel()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("the function did not answer on %s: %v", addr, err)
+		}
+	}
+	stat := fmt.Sprintf("/proc/%d/stat", cmd.Process.Pid)
+	return client, func() int64 {
+		raw, err := os.ReadFile(stat)
+		if err != nil {
 			b.Fatal(err)
 		}
+		// Fields after the command's closing parenthesis; utime and stime
+		// are the 14th and 15th fields, in clock ticks (100 a second).
+		fields := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+2:]))
+		utime, _ := strconv.ParseInt(fields[11], 10, 64)
+		stime, _ := strconv.ParseInt(fields[12], 10, 64)
+		return (utime + stime) * int64(10*time.Millisecond)
 	}
 }
 
