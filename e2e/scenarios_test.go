@@ -525,17 +525,7 @@ func TestUnreadyDeletesNothing(t *testing.T) {
 	time.Sleep(5 * time.Second)
 
 	after, usagesAfter := c.composed()
-	for _, n := range sortedKeys(before) {
-		a, ok := after[n]
-		switch {
-		case !ok:
-			t.Errorf("%s was deleted after a prerequisite turned unready", n)
-		case a.GetUID() != before[n].GetUID():
-			t.Errorf("%s was re-created after a prerequisite turned unready", n)
-		case a.GetDeletionTimestamp() != nil:
-			t.Errorf("%s is being deleted after a prerequisite turned unready", n)
-		}
-	}
+	checkSurvived(t, "after a prerequisite turned unready", before, after)
 	if len(after) != len(before) || len(usagesAfter) != len(usagesBefore) {
 		t.Errorf("composed resources changed: %d resources and %d Usages before, %d and %d after",
 			len(before), len(usagesBefore), len(after), len(usagesAfter))
@@ -830,4 +820,21 @@ func containsAll(s string, subs ...string) bool {
 		}
 	}
 	return true
+}
+
+// checkSurvived: every composed object of before is still in after, the same object (same
+// UID), and not being deleted.
+func checkSurvived(t *testing.T, when string, before, after map[string]*unstructured.Unstructured) {
+	t.Helper()
+	for _, n := range sortedKeys(before) {
+		a, ok := after[n]
+		switch {
+		case !ok:
+			t.Errorf("%s was deleted %s", n, when)
+		case a.GetUID() != before[n].GetUID():
+			t.Errorf("%s was re-created %s", n, when)
+		case a.GetDeletionTimestamp() != nil:
+			t.Errorf("%s is being deleted %s", n, when)
+		}
+	}
 }

@@ -77,15 +77,7 @@ func TestUpgrade(t *testing.T) {
 	c.waitCondition("Ready", "True", converge)
 
 	after, _ := c.composed()
-	for _, n := range sortedKeys(before) {
-		a, ok := after[n]
-		switch {
-		case !ok:
-			t.Errorf("%s was deleted by the upgrade", n)
-		case a.GetUID() != before[n].GetUID():
-			t.Errorf("%s was re-created by the upgrade", n)
-		}
-	}
+	checkSurvived(t, "by the upgrade", before, after)
 	if len(after) != len(before) {
 		t.Errorf("%d composed resources before the upgrade, %d after", len(before), len(after))
 	}

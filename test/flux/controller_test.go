@@ -67,6 +67,19 @@ func valuesReachTheDeployment(t *testing.T, v versions.Version) {
 		Requests: corev1.ResourceList{"cpu": resource.MustParse("1"), "memory": resource.MustParse("1Gi")},
 		Limits:   corev1.ResourceList{"cpu": resource.MustParse("1"), "memory": resource.MustParse("1Gi")},
 	}
+	example := want{
+		cluster: exampleCluster, region: exampleRegion,
+		namespace: "karpenter", sa: "karpenter",
+		nodeSelector:    map[string]string{"socle.do-now.io/node-group": "system"},
+		tolerations:     []corev1.Toleration{{Key: "CriticalAddonsOnly", Operator: corev1.TolerationOpExists}},
+		resources:       gettingStarted,
+		awsFeatureGates: gatesOff,
+	}
+	exampleWith := func(awsFeatureGates string) want {
+		w := example
+		w.awsFeatureGates = awsFeatureGates
+		return w
+	}
 	cases := map[string]struct {
 		reason string
 		spec   edits
@@ -75,26 +88,12 @@ func valuesReachTheDeployment(t *testing.T, v versions.Version) {
 	}{
 		"Example": {
 			reason: "The example claim and Composition: the controller runs as karpenter/karpenter on the system nodes.",
-			want: want{
-				cluster: exampleCluster, region: exampleRegion,
-				namespace: "karpenter", sa: "karpenter",
-				nodeSelector:    map[string]string{"socle.do-now.io/node-group": "system"},
-				tolerations:     []corev1.Toleration{{Key: "CriticalAddonsOnly", Operator: corev1.TolerationOpExists}},
-				resources:       gettingStarted,
-				awsFeatureGates: gatesOff,
-			},
+			want:   example,
 		},
 		"RebootForRepair": {
 			reason: "The platform enables RebootForRepair: the controller gets it from the version that knows it (1.15), and not before.",
 			input:  edits{"controller.awsFeatureGates": []string{"RebootForRepair"}},
-			want: want{
-				cluster: exampleCluster, region: exampleRegion,
-				namespace: "karpenter", sa: "karpenter",
-				nodeSelector:    map[string]string{"socle.do-now.io/node-group": "system"},
-				tolerations:     []corev1.Toleration{{Key: "CriticalAddonsOnly", Operator: corev1.TolerationOpExists}},
-				resources:       gettingStarted,
-				awsFeatureGates: reboot,
-			},
+			want:   exampleWith(reboot),
 		},
 		"PlatformPlacement": {
 			reason: "Another cluster, namespace, service account, system nodes and resources: the platform's settings replace the chart's own, and the chart's default toleration is gone.",
