@@ -25,7 +25,7 @@ type Health struct {
 // observes is not (a Kustomization's failed health check, say).
 func Observe(ocd resource.ObservedComposed) Health {
 	r := ocd.Resource
-	h := Health{Ready: r.GetCondition(xpv1.TypeReady).Status == corev1.ConditionTrue}
+	h := Health{Ready: ConditionOf(r, xpv1.TypeReady).Status == corev1.ConditionTrue}
 	object := scope.IsObject(r.GroupVersionKind().GroupKind())
 	if object {
 		if kind, _ := r.GetString("status.atProvider.manifest.kind"); kind == "Job" {
@@ -36,7 +36,7 @@ func Observe(ocd resource.ObservedComposed) Health {
 		return h
 	}
 	for _, t := range []xpv1.ConditionType{xpv1.TypeSynced, xpv1.TypeReady} {
-		if c := r.GetCondition(t); c.Status == corev1.ConditionFalse && c.Message != "" {
+		if c := ConditionOf(r, t); c.Status == corev1.ConditionFalse && c.Message != "" {
 			h.Problems = append(h.Problems, fmt.Sprintf("%s=False (%s): %s", t, c.Reason, c.Message))
 		}
 	}
@@ -84,4 +84,25 @@ func observeJob(r *composed.Unstructured) Health {
 		}
 	}
 	return h
+}
+
+// ConditionOf reads one condition of an observed resource straight from its
+// status.conditions. The SDK's GetCondition decodes the whole status
+// through JSON, which for an Object is the whole manifest it observes, on
+// every read.
+func ConditionOf(r *composed.Unstructured, t xpv1.ConditionType) xpv1.Condition {
+	status, ok := r.Object["status"].(map[string]any)
+	if !ok {
+		return xpv1.Condition{} // as the SDK answers for an object without status
+	}
+	conditions, _ := status["conditions"].([]any)
+	for _, c := range conditions {
+		m, _ := c.(map[string]any)
+		if m["type"] != string(t) {
+			continue
+		}
+		str := func(k string) string { s, _ := m[k].(string); return s }
+		return xpv1.Condition{Type: t, Status: corev1.ConditionStatus(str("status")), Reason: xpv1.ConditionReason(str("reason")), Message: str("message")}
+	}
+	return xpv1.Condition{Type: t, Status: corev1.ConditionUnknown}
 }

@@ -3,6 +3,7 @@ package sequence
 import (
 	"testing"
 
+	xpv1 "github.com/crossplane/crossplane-runtime/v2/apis/common/v1"
 	"github.com/crossplane/function-sdk-go/resource"
 	"github.com/crossplane/function-sdk-go/resource/composed"
 	"github.com/google/go-cmp/cmp"
@@ -55,5 +56,30 @@ func TestObserveReadsTheRemoteObject(t *testing.T) {
 				t.Errorf("\n%s\nObserve(...): -want, +got:\n%s", tc.reason, diff)
 			}
 		})
+	}
+}
+
+// TestConditionOfReadsWhatTheSDKReads holds ConditionOf to the SDK's
+// GetCondition, which it replaces on the hot path, over conditions present,
+// absent, partial and malformed.
+func TestConditionOfReadsWhatTheSDKReads(t *testing.T) {
+	for name, status := range map[string]any{
+		"Ready":      map[string]any{"conditions": []any{map[string]any{"type": "Ready", "status": "True", "reason": "Available"}, map[string]any{"type": "Synced", "status": "False", "reason": "ReconcileError", "message": "AccessDenied"}}},
+		"NoStatus":   nil,
+		"NoneOfIt":   map[string]any{"conditions": []any{map[string]any{"type": "Healthy", "status": "True"}}},
+		"NoReason":   map[string]any{"conditions": []any{map[string]any{"type": "Synced", "status": "True"}}},
+		"Empty":      map[string]any{"conditions": []any{}},
+		"OtherField": map[string]any{"atProvider": map[string]any{"arn": "x"}},
+	} {
+		u := composed.New()
+		if status != nil {
+			u.Object["status"] = status
+		}
+		for _, typ := range []xpv1.ConditionType{xpv1.TypeReady, xpv1.TypeSynced} {
+			want, got := u.GetCondition(typ), ConditionOf(u, typ)
+			if diff := cmp.Diff(want, got, cmpopts.IgnoreFields(xpv1.Condition{}, "LastTransitionTime")); diff != "" {
+				t.Errorf("%s, %s: -SDK +ConditionOf:\n%s", name, typ, diff)
+			}
+		}
 	}
 }

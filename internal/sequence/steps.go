@@ -10,7 +10,7 @@ import (
 	"github.com/do-now/function-karpenter/internal/cluster"
 	"github.com/do-now/function-karpenter/internal/flux"
 	"github.com/do-now/function-karpenter/internal/spec"
-	"github.com/do-now/function-karpenter/internal/upgrade"
+	"github.com/do-now/function-karpenter/internal/versions"
 )
 
 // Condition types of the steps, reported on the XR and the claim.
@@ -24,10 +24,11 @@ const (
 
 // Steps is the whole sequence for one XR, in order; o is what AWS reported
 // for step one, which step two is built from; the controller and the node
-// pools are built for the Karpenter versions plan gives them (step one
-// always has the claim's version's policy). Every resource is built in the
-// claim API's kinds and composed as the XR's API composes it.
-func Steps(c *spec.Config, o awsres.Observed, plan upgrade.Plan) []Step {
+// pools are built for the Karpenter versions controller and nodes (an
+// upgrade decides them; step one always has the claim's version's policy).
+// Every resource is built in the claim API's kinds and composed as the XR's
+// API composes it.
+func Steps(c *spec.Config, o awsres.Observed, controller, nodes versions.Version) []Step {
 	steps := []Step{
 		{
 			Condition: IdentityReady,
@@ -46,11 +47,11 @@ func Steps(c *spec.Config, o awsres.Observed, plan upgrade.Plan) []Step {
 		},
 		{
 			Condition: ControllerReady,
-			Build:     func() (map[resource.Name]runtime.Object, error) { return flux.Controller(c, plan.Controller) },
+			Build:     func() (map[resource.Name]runtime.Object, error) { return flux.Controller(c, controller) },
 		},
 		{
 			Condition: NodePoolsReady,
-			Build:     func() (map[resource.Name]runtime.Object, error) { return flux.Nodes(c, plan.Nodes) },
+			Build:     func() (map[resource.Name]runtime.Object, error) { return flux.Nodes(c, nodes) },
 		},
 	}
 	for i := range steps {

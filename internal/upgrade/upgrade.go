@@ -20,6 +20,7 @@ import (
 
 	"github.com/do-now/function-karpenter/internal/awsres"
 	"github.com/do-now/function-karpenter/internal/flux"
+	"github.com/do-now/function-karpenter/internal/sequence"
 	"github.com/do-now/function-karpenter/internal/spec"
 	"github.com/do-now/function-karpenter/internal/versions"
 )
@@ -133,7 +134,7 @@ func chartVersion(chart string) string {
 // cluster reports it, is Ready at v: its Object Ready, and the
 // Kustomization there built for v's chart, Ready for its current generation.
 func readyAt(ocd resource.ObservedComposed, v versions.Version) bool {
-	if ocd.Resource == nil || ocd.Resource.GetCondition(xpv1.TypeReady).Status != corev1.ConditionTrue {
+	if ocd.Resource == nil || sequence.ConditionOf(ocd.Resource, xpv1.TypeReady).Status != corev1.ConditionTrue {
 		return false
 	}
 	var remote struct {
@@ -186,7 +187,7 @@ func samePolicy(c *spec.Config, a, b string) (bool, error) {
 // version's document, compared as parsed JSON (AWS does not keep the
 // spacing or key order of what it was sent).
 func policyApplied(c *spec.Config, ocd resource.ObservedComposed) (bool, error) {
-	if ocd.Resource == nil || ocd.Resource.GetCondition(xpv1.TypeReady).Status != corev1.ConditionTrue {
+	if ocd.Resource == nil || sequence.ConditionOf(ocd.Resource, xpv1.TypeReady).Status != corev1.ConditionTrue {
 		return false, nil
 	}
 	reported, _ := ocd.Resource.GetString("status.atProvider.policy")
