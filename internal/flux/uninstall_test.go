@@ -30,7 +30,8 @@ func TestUninstallOutwaitsTheGracePeriod(t *testing.T) {
 		for _, fluxTimeout := range []string{"1m", "10m", "3h", "30h"} {
 			for _, perCluster := range []bool{false, true} {
 				c := load(t, grace, fluxTimeout, perCluster)
-				k, err := NodesManifest(c, versions.All[len(versions.All)-1])
+				v, _ := versions.Get(versions.Latest())
+				k, err := NodesManifest(c, v)
 				if err != nil {
 					t.Fatal(err)
 				}
