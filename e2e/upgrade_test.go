@@ -92,7 +92,7 @@ func TestUpgrade(t *testing.T) {
 		a := c.condition("Accepted")
 		msg, _ := a["message"].(string)
 		return a["status"] == "False" && a["reason"] == "Refused" &&
-			strings.Contains(msg, "spec.version: Forbidden: a downgrade from 1.15.0, which the controller runs, is refused"), nil
+			strings.Contains(msg, "spec.version: Forbidden: a downgrade from 1.15.0, which the controller was last built for, is refused"), nil
 	})
 	time.Sleep(5 * time.Second)
 	refused, _ := c.composed()

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/do-now/function-karpenter/apis/v1alpha1"
 	"github.com/do-now/function-karpenter/internal/awsres"
 	"github.com/do-now/function-karpenter/internal/scope"
 	"github.com/do-now/function-karpenter/internal/sequence"
@@ -95,6 +96,9 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 	if e != nil {
 		errs = append(errs, e)
 	}
+	// The version this call composes for: the claim's, or for a claim that
+	// names none, what it runs when the platform's default is older.
+	cfg.Spec.Version = v1alpha1.KarpenterVersion(plan.To)
 	if len(errs) > 0 {
 		log.Info("refusing XR", "error", errs.ToAggregate().Error())
 		refuse(rsp, oxr, ReasonRefused, errors.Errorf("refusing %s %q: %s", oxr.Resource.GetKind(), oxr.Resource.GetName(), errs.ToAggregate().Error()))

@@ -10,15 +10,19 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// readyAt walks a claim of version v, with the platform's input changed by
-// input, from nothing to every step Ready, and returns what is then
-// observed.
+// readyAt walks a claim of version v (none when empty), with the
+// platform's input changed by input, from nothing to every step Ready, and
+// returns what is then observed.
 func readyAt(t *testing.T, v string, input func(*requestBuilder) *requestBuilder) map[resource.Name]map[string]any {
 	t.Helper()
 	aws := fakeProviders{t: t, account: account}
 	var observed map[resource.Name]map[string]any
+	var version any = v
+	if v == "" {
+		version = nil
+	}
 	for range 10 {
-		rsp := run(t, input(aRequest(t).withSpec("version", v)).observing(observed).build())
+		rsp := run(t, input(aRequest(t).withSpec("version", version)).observing(observed).build())
 		if msg := fatal(rsp); msg != "" {
 			t.Fatalf("walking to Ready at %s: %s", v, msg)
 		}
@@ -170,11 +174,42 @@ func TestUpgrade(t *testing.T) {
 		}
 	})
 
+	t.Run("DefaultLowered", func(t *testing.T) {
+		// A claim naming no version got the newest; the platform then lowers
+		// its default. The claim keeps what it runs: neither downgraded nor
+		// refused for a version it never asked for.
+		observed := readyAt(t, "", noGates)
+		before := run(t, aRequest(t).withSpec("version", nil).observing(observed).build())
+		lowered := func(b *requestBuilder) *requestBuilder { return b.withInput("versions.default", "1.14.1") }
+		rsp := run(t, lowered(aRequest(t).withSpec("version", nil)).observing(observed).build())
+		if msg := fatal(rsp); msg != "" {
+			t.Fatalf("an unpinned claim refused when the default went down: %s", msg)
+		}
+		checkNothingDropped(t, observed, rsp)
+		for _, n := range []string{"controller-kustomization", "nodes-kustomization"} {
+			if v := builtFor(t, rsp, n); v != "1.15.0" {
+				t.Errorf("%s moved to %s with the default", n, v)
+			}
+		}
+		if rolePolicy(t, rsp) != rolePolicy(t, before) {
+			t.Error("the role policy changed with the default")
+		}
+		if c := conditionsOf(rsp)["VersionReady"]; c != (cond{fnv1.Status_STATUS_CONDITION_TRUE, "Current"}) {
+			t.Errorf("VersionReady %v, want True/Current at 1.15.0", c)
+		}
+		// A claim that names 1.15.0 is refused once the platform no longer
+		// allows it: that is the platform's call, said at spec.version.
+		pinned := run(t, aRequest(t).withSpec("version", "1.15.0").withInput("versions.allowed", []any{"1.14.1"}).observing(observed).build())
+		if msg := fatal(pinned); !strings.Contains(msg, `spec.version: Unsupported value: "1.15.0"`) {
+			t.Errorf("a pinned claim outside the allowed versions: fatal %q", msg)
+		}
+	})
+
 	t.Run("Downgrade", func(t *testing.T) {
 		observed := readyAt(t, "1.15.0", noGates)
 		rsp := run(t, aRequest(t).withSpec("version", "1.14.1").observing(observed).build())
 		msg := fatal(rsp)
-		want := "spec.version: Forbidden: a downgrade from 1.15.0, which the controller runs, is refused"
+		want := "spec.version: Forbidden: a downgrade from 1.15.0, which the controller was last built for, is refused"
 		if !strings.Contains(msg, want) {
 			t.Errorf("a downgrade: fatal %q, want it to say %q", msg, want)
 		}

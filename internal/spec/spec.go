@@ -58,6 +58,10 @@ type Config struct {
 	Spec  v1alpha1.XKarpenterSpec
 	Input v1beta1.Input
 	Owner Owner
+	// VersionDefaulted is true when the claim names no version and has the
+	// platform's default: such a claim follows the default up, never down.
+	VersionDefaulted bool
+
 	// XR is the composite this call composes for, and its API. The
 	// function sets it from the observed XR; Load does not read it.
 	XR scope.XR

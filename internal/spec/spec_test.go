@@ -567,7 +567,7 @@ func TestLoadValid(t *testing.T) {
 			// (TestClusterDefaults in cluster_test.go, TestPoolDefaults and
 			// TestPoolPolicy), the owner is the tests' own.
 			ignore := cmp.Options{
-				cmpopts.IgnoreFields(Config{}, "Names", "Owner", "Pools"),
+				cmpopts.IgnoreFields(Config{}, "Names", "Owner", "Pools", "VersionDefaulted"), // TestVersions checks it
 				cmpopts.IgnoreFields(v1alpha1.XKarpenterSpec{}, "Pools"),
 				cmpopts.IgnoreFields(v1beta1.Input{}, "Flux", "Controller", "AccessCheck", "Nodes", "Pools"),
 			}

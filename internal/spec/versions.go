@@ -61,6 +61,7 @@ func defaultVersions(c *Config) {
 	}
 	if c.Spec.Version == "" {
 		c.Spec.Version = v1alpha1.KarpenterVersion(v.Default)
+		c.VersionDefaulted = true
 	}
 }
 

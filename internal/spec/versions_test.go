@@ -79,6 +79,9 @@ func TestVersions(t *testing.T) {
 			if string(c.Spec.Version) != tc.version {
 				t.Errorf("\n%s\nLoad(...): version %s, want %s", tc.reason, c.Spec.Version, tc.version)
 			}
+			if named, _ := spec["version"].(string); c.VersionDefaulted != (named == "") {
+				t.Errorf("\n%s\nLoad(...): VersionDefaulted %v, the claim names %q", tc.reason, c.VersionDefaulted, named)
+			}
 		})
 	}
 }

@@ -9,6 +9,7 @@ package upgrade
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"strings"
@@ -60,8 +61,25 @@ func Decide(c *spec.Config, observed map[resource.Name]resource.ObservedComposed
 	if versions.Compare(nv, cv) < 0 {
 		p.From = nv
 	}
-	for _, running := range []string{cv, nv} {
-		if err := versions.CheckUpgrade(running, to.Version); err != nil {
+	newest := cv
+	if versions.Compare(nv, cv) > 0 {
+		newest = nv
+	}
+	if c.VersionDefaulted && versions.Compare(to.Version, newest) < 0 {
+		// The platform's default went below what runs: a claim that names
+		// no version keeps it rather than be refused for a version it
+		// never asked for.
+		kept, err := versions.Get(newest)
+		if err == nil {
+			to = kept
+			p = Plan{To: to.Version, Controller: to, Nodes: to}
+		}
+	}
+	for _, part := range []struct{ name, version string }{{"the controller was", cv}, {"the node pools were", nv}} {
+		switch err := versions.CheckUpgrade(part.version, to.Version); {
+		case errors.Is(err, versions.ErrDowngrade):
+			return Plan{}, field.Forbidden(path, fmt.Sprintf("a downgrade from %s, which %s last built for, is refused: Karpenter does not support moving its CRDs back", part.version, part.name))
+		case err != nil:
 			return Plan{}, field.Forbidden(path, err.Error())
 		}
 	}

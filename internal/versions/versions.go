@@ -8,6 +8,7 @@
 package versions
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -159,15 +160,18 @@ func Compare(a, b string) int {
 	return 0
 }
 
-// CheckUpgrade says why an installation running from may not move to to, or
-// nil when it may: no downgrade, and no jump the newer version's upgrade
-// notes forbid.
+// ErrDowngrade is what CheckUpgrade answers for a downgrade.
+var ErrDowngrade = errors.New("a downgrade is refused: Karpenter does not support moving its CRDs back")
+
+// CheckUpgrade says why a part last built for from may not move to to, or
+// nil when it may: no downgrade (ErrDowngrade), and no jump the newer
+// version's upgrade notes forbid.
 func CheckUpgrade(from, to string) error {
 	if from == to {
 		return nil
 	}
 	if Compare(to, from) < 0 {
-		return fmt.Errorf("a downgrade from %s, which the controller runs, is refused: Karpenter does not support moving its CRDs back", from)
+		return ErrDowngrade
 	}
 	t, err := Get(to)
 	if err != nil {

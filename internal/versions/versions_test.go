@@ -19,7 +19,7 @@ func TestCheckUpgrade(t *testing.T) {
 		{from: "1.14.1", to: "1.14.1"},
 		{from: "1.14.1", to: "1.15.0"},
 		{from: "1.15.0", to: "1.16.0"},
-		{from: "1.15.0", to: "1.14.1", want: "a downgrade from 1.15.0, which the controller runs, is refused"},
+		{from: "1.15.0", to: "1.14.1", want: "a downgrade is refused"},
 		{from: "1.14.1", to: "1.16.0", want: "Karpenter 1.16.0 may be upgraded to from 1.15.0 or later, not from 1.14.1: upgrade through 1.15.0 first"},
 		{from: "1.9.0", to: "1.14.1"}, // semver order, not string order
 	} {
