@@ -30,7 +30,7 @@ func TestUninstallOutwaitsTheGracePeriod(t *testing.T) {
 		for _, fluxTimeout := range []string{"1m", "10m", "3h", "30h"} {
 			for _, perCluster := range []bool{false, true} {
 				c := load(t, grace, fluxTimeout, perCluster)
-				v, _ := versions.Get(versions.Latest())
+				v, _ := versions.Get("1.15.0")
 				k, err := NodesManifest(c, v)
 				if err != nil {
 					t.Fatal(err)

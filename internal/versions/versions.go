@@ -32,6 +32,15 @@ const (
 // Gates are every gate any version knows, for validating the input.
 var Gates = []Gate{RebootForRepair}
 
+// A GateUse is what an enabled gate does for a version that knows it.
+type GateUse struct {
+	// ValuesKey is the gate's key under the chart's
+	// settings.awsFeatureGates.
+	ValuesKey string
+	// Statements are what the gate adds to the controller policy.
+	Statements []func(policy.ControllerParams) policy.Statement
+}
+
 // A Version is one Karpenter release.
 type Version struct {
 	// Version is the release, as tenants write it in spec.version.
@@ -40,13 +49,10 @@ type Version struct {
 	Chart string
 	// Policy is the controller policy with every gate off.
 	Policy func(policy.ControllerParams) policy.Document
-	// Gated are the statements a gate adds to Policy when the platform
-	// enables it. A gate not listed is not known to the version: enabling
-	// it changes nothing for this version.
-	Gated map[Gate][]func(policy.ControllerParams) policy.Statement
-	// GateValues are the chart's settings.awsFeatureGates key of each gate
-	// it knows.
-	GateValues map[Gate]string
+	// Gates are the feature gates this version knows and what each does
+	// when the platform enables it. A gate not listed is not known to the
+	// version: enabling it changes nothing for this version.
+	Gates map[Gate]GateUse
 	// Reference is the upstream policy document Policy is checked against
 	// (internal/policy/testdata/), and where it comes from.
 	Reference string
@@ -84,9 +90,11 @@ var All = []Version{
 		// No v1.15 reference setup is published where the function is
 		// built: the v1.14 one, plus what 1.15.0's own source calls behind
 		// a gate (its pkg/aws/sdk.go, checked by test/flux).
-		Policy:              policy.ControllerV1_14,
-		Gated:               map[Gate][]func(policy.ControllerParams) policy.Statement{RebootForRepair: {policy.InstanceReboot}},
-		GateValues:          map[Gate]string{RebootForRepair: "rebootForRepair"},
+		Policy: policy.ControllerV1_14,
+		Gates: map[Gate]GateUse{RebootForRepair: {
+			ValuesKey:  "rebootForRepair",
+			Statements: []func(policy.ControllerParams) policy.Statement{policy.InstanceReboot},
+		}},
 		Reference:           "karpenter-1.14-reference.json",
 		CRDs:                "github.com/aws/karpenter-provider-aws@v1.15.0",
 		NearestChart:        "github.com/aws/karpenter-provider-aws@v1.15.0",
@@ -102,9 +110,6 @@ func Known() []string {
 	}
 	return out
 }
-
-// Latest is the newest known version.
-func Latest() string { return All[len(All)-1].Version }
 
 // Get returns a known version.
 func Get(v string) (Version, error) {
@@ -122,7 +127,7 @@ func (v Version) ControllerPolicy(p policy.ControllerParams, gates []Gate) polic
 		if !slices.Contains(gates, g) {
 			continue
 		}
-		for _, s := range v.Gated[g] {
+		for _, s := range v.Gates[g].Statements {
 			doc.Statement = append(doc.Statement, s(p))
 		}
 	}
@@ -134,11 +139,11 @@ func (v Version) ControllerPolicy(p policy.ControllerParams, gates []Gate) polic
 func (v Version) Values(gates []Gate) map[string]any {
 	var out map[string]any
 	for _, g := range gates {
-		if key, ok := v.GateValues[g]; ok {
+		if use, ok := v.Gates[g]; ok {
 			if out == nil {
 				out = map[string]any{}
 			}
-			out[key] = true
+			out[use.ValuesKey] = true
 		}
 	}
 	return out

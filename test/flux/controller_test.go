@@ -59,7 +59,7 @@ func valuesReachTheDeployment(t *testing.T, v versions.Version) {
 	// enables and v knows.
 	gatesOff := "NodeClassCEL=false,DRANVIDIAGPU=false,DRAEFA=false,RebootForRepair=false"
 	reboot := gatesOff
-	if _, known := v.GateValues[versions.RebootForRepair]; known {
+	if _, known := v.Gates[versions.RebootForRepair]; known {
 		reboot = "NodeClassCEL=false,DRANVIDIAGPU=false,DRAEFA=false,RebootForRepair=true"
 	}
 	// Karpenter's getting-started guide: 1 CPU and 1Gi, requests and limits.
