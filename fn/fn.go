@@ -106,7 +106,7 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 	}
 	clusterLabels := map[string]string{spec.ClusterLabel: spec.KubernetesName(cfg.Spec.Cluster.Name)}
 	reported := awsres.ReadObserved(observed)
-	out, err := sequence.Run(sequence.Steps(cfg, reported, plan.Controller, plan.Nodes), observed, clusterLabels)
+	out, err := sequence.Run(sequence.Steps(cfg, reported, plan.Parts), observed, clusterLabels)
 	if err != nil {
 		response.Fatal(rsp, err)
 		return rsp, nil
@@ -214,13 +214,19 @@ const ConditionVersion = "VersionReady"
 
 // Reasons of ConditionVersion.
 const (
-	ReasonCurrent   = "Current"
-	ReasonUpgrading = "Upgrading"
+	ReasonCurrent = "Current"
+	// ReasonInstalling: the controller or the node pools were never
+	// composed yet.
+	ReasonInstalling = "Installing"
+	ReasonUpgrading  = "Upgrading"
 )
 
 func versionCondition(p upgrade.Plan) sequence.Condition {
-	if p.Upgrading {
+	switch {
+	case p.Upgrading:
 		return sequence.Condition{Type: ConditionVersion, Reason: ReasonUpgrading, Message: p.Message}
+	case p.Installing:
+		return sequence.Condition{Type: ConditionVersion, Reason: ReasonInstalling, Message: fmt.Sprintf("installing Karpenter %s", p.To)}
 	}
 	return sequence.Condition{Type: ConditionVersion, Ready: true, Reason: ReasonCurrent, Message: fmt.Sprintf("Karpenter %s", p.To)}
 }

@@ -52,6 +52,13 @@ func wantConditions(ready int, first string) map[string]cond {
 	return out
 }
 
+// installing is want before the node pools were ever composed: the
+// version is being installed, not yet current.
+func installing(want map[string]cond) map[string]cond {
+	want["VersionReady"] = cond{fnv1.Status_STATUS_CONDITION_FALSE, "Installing"}
+	return want
+}
+
 func run(t testing.TB, req *fnv1.RunFunctionRequest) *fnv1.RunFunctionResponse {
 	t.Helper()
 	f := &Function{log: logging.NewNopLogger()}
@@ -218,15 +225,15 @@ func walkToReady(t *testing.T, a api) {
 	}
 
 	rsp := call(nil)
-	round{desired: step1, conditions: wantConditions(0, "Creating")}.check(t, "nothing exists", rsp)
+	round{desired: step1, conditions: installing(wantConditions(0, "Creating"))}.check(t, "nothing exists", rsp)
 
 	observed := aws.observe(rsp, false)
 	rsp = call(observed)
-	round{desired: step1, conditions: wantConditions(0, "Creating")}.check(t, "step 1 exists, not Ready", rsp)
+	round{desired: step1, conditions: installing(wantConditions(0, "Creating"))}.check(t, "step 1 exists, not Ready", rsp)
 
 	observed = aws.observe(rsp, true)
 	rsp = call(observed)
-	round{desired: union(step1, step2), ready: step1, conditions: wantConditions(1, "Creating")}.check(t, "step 1 Ready", rsp)
+	round{desired: union(step1, step2), ready: step1, conditions: installing(wantConditions(1, "Creating"))}.check(t, "step 1 Ready", rsp)
 	wantRoleARN := "arn:aws:iam::111122223333:role/socle/prod-eu/prod-eu-karpenter"
 	if got := forProvider(rsp, "pod-identity-association", "roleArn"); got != wantRoleARN {
 		t.Errorf("association roleArn %v, want the observed role ARN %s", got, wantRoleARN)
@@ -236,7 +243,7 @@ func walkToReady(t *testing.T, a api) {
 	// namespace only once the namespace exists.
 	observed = aws.observe(rsp, true)
 	rsp = call(observed)
-	round{desired: union(step1, step2, []string{"controller-namespace"}), usages: targetUsages, ready: union(step1, step2), conditions: wantConditions(2, "Creating")}.check(t, "step 2 Ready", rsp)
+	round{desired: union(step1, step2, []string{"controller-namespace"}), usages: targetUsages, ready: union(step1, step2), conditions: installing(wantConditions(2, "Creating"))}.check(t, "step 2 Ready", rsp)
 	wantRef := map[string]any{"name": "prod-eu"}
 	if a.providerConfigKind != "" {
 		wantRef["kind"] = a.providerConfigKind
@@ -248,27 +255,27 @@ func walkToReady(t *testing.T, a api) {
 	observed = aws.observe(rsp, true)
 	observed["controller-namespace"] = unready(observed["controller-namespace"])
 	rsp = call(observed)
-	round{desired: union(step1, step2, []string{"controller-namespace"}), usages: targetUsages, ready: union(step1, step2), conditions: wantConditions(2, "Creating")}.check(t, "namespace not Ready yet", rsp)
+	round{desired: union(step1, step2, []string{"controller-namespace"}), usages: targetUsages, ready: union(step1, step2), conditions: installing(wantConditions(2, "Creating"))}.check(t, "namespace not Ready yet", rsp)
 
 	observed = aws.observe(rsp, true)
 	rsp = call(observed)
-	round{desired: union(step1, step2, step3), usages: targetUsages, ready: union(step1, step2, []string{"controller-namespace"}), conditions: wantConditions(2, "Creating")}.check(t, "namespace Ready", rsp)
+	round{desired: union(step1, step2, step3), usages: targetUsages, ready: union(step1, step2, []string{"controller-namespace"}), conditions: installing(wantConditions(2, "Creating"))}.check(t, "namespace Ready", rsp)
 
 	observed = aws.observe(rsp, true)
 	observed["access-check"] = jobFailed(observed["access-check"])
 	rsp = call(observed)
-	round{desired: union(step1, step2, step3), usages: targetUsages, ready: union(step1, step2, []string{"controller-namespace", "controller-service-account"}), conditions: wantConditions(2, "Creating")}.check(t, "access check failed", rsp)
+	round{desired: union(step1, step2, step3), usages: targetUsages, ready: union(step1, step2, []string{"controller-namespace", "controller-service-account"}), conditions: installing(wantConditions(2, "Creating"))}.check(t, "access check failed", rsp)
 	if msg := conditionMessage(rsp, "AccessCheckReady"); !strings.Contains(msg, "access-check: Job failed (BackoffLimitExceeded): Job has reached the specified backoff limit") {
 		t.Errorf("a failed access check must reach the claim with its reason, got %q", msg)
 	}
 
 	observed = aws.observe(rsp, true)
 	rsp = call(observed)
-	round{desired: union(step1, step2, step3, step4), usages: targetUsages, ready: union(step1, step2, step3), conditions: wantConditions(3, "Creating")}.check(t, "access check succeeded", rsp)
+	round{desired: union(step1, step2, step3, step4), usages: targetUsages, ready: union(step1, step2, step3), conditions: installing(wantConditions(3, "Creating"))}.check(t, "access check succeeded", rsp)
 
 	observed = aws.observe(rsp, true)
 	rsp = call(observed)
-	round{desired: union(step1, step2, step3, step4, step5), usages: union(targetUsages, controllerUsages), ready: union(step1, step2, step3, step4), conditions: wantConditions(4, "Creating")}.check(t, "controller Ready", rsp)
+	round{desired: union(step1, step2, step3, step4, step5), usages: union(targetUsages, controllerUsages), ready: union(step1, step2, step3, step4), conditions: installing(wantConditions(4, "Creating"))}.check(t, "controller Ready", rsp)
 
 	observed = aws.observe(rsp, true)
 	all := union(step1, step2, step3, step4, step5)
@@ -367,7 +374,7 @@ func TestEventsOnlyOnTransitions(t *testing.T) {
 				withXRCondition("AccessCheckReady", "False", "WaitingForPrerequisites").
 				withXRCondition("ControllerReady", "False", "WaitingForPrerequisites").
 				withXRCondition("NodePoolsReady", "False", "WaitingForPrerequisites").
-				withXRCondition("VersionReady", "True", "Current").build(),
+				withXRCondition("VersionReady", "False", "Installing").build(),
 			want: 0,
 		},
 		"OneStepChanged": {
@@ -378,7 +385,7 @@ func TestEventsOnlyOnTransitions(t *testing.T) {
 				withXRCondition("AccessCheckReady", "False", "WaitingForPrerequisites").
 				withXRCondition("ControllerReady", "False", "WaitingForPrerequisites").
 				withXRCondition("NodePoolsReady", "False", "WaitingForPrerequisites").
-				withXRCondition("VersionReady", "True", "Current").build(),
+				withXRCondition("VersionReady", "False", "Installing").build(),
 			want: 1,
 		},
 	}

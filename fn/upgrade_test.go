@@ -279,3 +279,195 @@ func controllerValues(t *testing.T, rsp *fnv1.RunFunctionResponse) map[string]an
 }
 
 func yamlUnmarshal(s string, into any) error { return yaml.Unmarshal([]byte(s), into) }
+
+// grants tells whether a policy document grants action, read as parsed
+// JSON.
+func grants(t *testing.T, doc, action string) bool {
+	t.Helper()
+	var d struct {
+		Statement []struct {
+			Action []string `json:"Action"`
+		} `json:"Statement"`
+	}
+	if err := yamlUnmarshal(doc, &d); err != nil {
+		t.Fatalf("the role policy is not JSON: %v", err)
+	}
+	for _, s := range d.Statement {
+		for _, a := range s.Action {
+			if a == action {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// rebootGate is the chart value RebootForRepair sets on the controller, nil
+// when unset.
+func rebootGate(t *testing.T, rsp *fnv1.RunFunctionResponse) any {
+	t.Helper()
+	gates, _ := controllerValues(t, rsp)["settings"].(map[string]any)["awsFeatureGates"].(map[string]any)
+	return gates["rebootForRepair"]
+}
+
+// behind makes the claimed cluster's copy of an observed Object's object
+// lag: what it held before (Flux has not reconciled the change yet).
+func behind(now, before map[string]any) map[string]any {
+	now = deepCopy(now)
+	now["status"].(map[string]any)["atProvider"] = deepCopy(before["status"].(map[string]any)["atProvider"].(map[string]any))
+	return now
+}
+
+// TestPermissionsLead changes only the platform's feature gates of a claim
+// Ready at 1.15.0: a gate that needs a permission reaches the controller
+// only once AWS reports the permission granted; a gate turned off leaves
+// the controller first, and its permission goes once the claimed cluster
+// runs the controller without it.
+func TestPermissionsLead(t *testing.T) {
+	const reboot = "ec2:RebootInstances"
+	on := func(b *requestBuilder) *requestBuilder {
+		return b.withInput("controller.awsFeatureGates", []any{"RebootForRepair"})
+	}
+	off := func(b *requestBuilder) *requestBuilder { return b }
+	policyWait := "AWS reports a policy that lacks statements the controller is to get"
+
+	t.Run("GateOn", func(t *testing.T) {
+		aws := fakeProviders{t: t, account: account}
+		observed := readyAt(t, "1.15.0", off)
+		call := func() *fnv1.RunFunctionResponse {
+			rsp := run(t, on(aRequest(t).withSpec("version", "1.15.0")).observing(observed).build())
+			if msg := fatal(rsp); msg != "" {
+				t.Fatalf("fatal: %s", msg)
+			}
+			checkNothingDropped(t, observed, rsp)
+			return rsp
+		}
+		rsp := call()
+		if !grants(t, rolePolicy(t, rsp), reboot) {
+			t.Fatalf("the role policy does not get %s first", reboot)
+		}
+		if g := rebootGate(t, rsp); g != nil {
+			t.Errorf("the controller got rebootForRepair=%v before AWS reported %s granted", g, reboot)
+		}
+
+		// Crossplane applied the document; AWS still reports the old one.
+		stale := deepCopy(observed["controller-role-policy"])
+		observed = aws.observe(rsp, true)
+		observed["controller-role-policy"]["status"] = stale["status"]
+		rsp = call()
+		if g := rebootGate(t, rsp); g != nil {
+			t.Errorf("AWS reports the old policy: the controller got rebootForRepair=%v", g)
+		}
+		if msg := conditionMessage(rsp, "IdentityAndQueueReady"); !strings.Contains(msg, policyWait) {
+			t.Errorf("IdentityAndQueueReady %q, want it to say %q", msg, policyWait)
+		}
+		if rsp.GetDesired().GetComposite().GetReady() != fnv1.Ready_READY_FALSE {
+			t.Error("the XR is Ready while the controller waits for its permissions")
+		}
+
+		observed = aws.observe(rsp, true)
+		rsp = call()
+		if g := rebootGate(t, rsp); g != true {
+			t.Errorf("AWS reports %s granted: rebootForRepair %v, want true", reboot, g)
+		}
+		if c := conditionsOf(rsp)["IdentityAndQueueReady"]; c.Status != fnv1.Status_STATUS_CONDITION_TRUE {
+			t.Errorf("the new policy applied: IdentityAndQueueReady %v", c)
+		}
+	})
+
+	t.Run("GateOff", func(t *testing.T) {
+		aws := fakeProviders{t: t, account: account}
+		observed := readyAt(t, "1.15.0", on)
+		call := func() *fnv1.RunFunctionResponse {
+			rsp := run(t, off(aRequest(t).withSpec("version", "1.15.0")).observing(observed).build())
+			if msg := fatal(rsp); msg != "" {
+				t.Fatalf("fatal: %s", msg)
+			}
+			checkNothingDropped(t, observed, rsp)
+			return rsp
+		}
+		rsp := call()
+		if g := rebootGate(t, rsp); g != nil {
+			t.Errorf("the gate is off: the controller still gets rebootForRepair=%v", g)
+		}
+		if !grants(t, rolePolicy(t, rsp), reboot) {
+			t.Errorf("%s was taken from the role while the controller still runs with the gate", reboot)
+		}
+
+		// provider-kubernetes applied the Object; the claimed cluster's
+		// Flux has not reconciled it.
+		before := observed["controller-kustomization"]
+		observed = aws.observe(rsp, true)
+		observed["controller-kustomization"] = behind(observed["controller-kustomization"], before)
+		rsp = call()
+		if !grants(t, rolePolicy(t, rsp), reboot) {
+			t.Errorf("%s was taken from the role before the claimed cluster ran the controller without the gate", reboot)
+		}
+		if rsp.GetDesired().GetComposite().GetReady() != fnv1.Ready_READY_FALSE {
+			t.Error("the XR is Ready while the claimed cluster still runs the old controller")
+		}
+
+		observed = aws.observe(rsp, true)
+		rsp = call()
+		if grants(t, rolePolicy(t, rsp), reboot) {
+			t.Errorf("the controller runs without the gate: %s is still granted", reboot)
+		}
+		observed = aws.observe(rsp, true)
+		rsp = call()
+		if rsp.GetDesired().GetComposite().GetReady() == fnv1.Ready_READY_FALSE {
+			t.Errorf("settled without the gate, the XR is not Ready: %v", conditionsOf(rsp))
+		}
+	})
+}
+
+// TestUpgradeBeforeNodesExist: a claim whose node pools were never
+// composed is upgraded. They are created only once the claimed cluster runs
+// the controller at the new version, and then for it.
+func TestUpgradeBeforeNodesExist(t *testing.T) {
+	aws := fakeProviders{t: t, account: account}
+	observed := readyAt(t, "1.14.1", func(b *requestBuilder) *requestBuilder { return b })
+	delete(observed, "nodes-kustomization")
+	call := func() *fnv1.RunFunctionResponse {
+		rsp := run(t, aRequest(t).withSpec("version", "1.15.0").observing(observed).build())
+		if msg := fatal(rsp); msg != "" {
+			t.Fatalf("fatal: %s", msg)
+		}
+		checkNothingDropped(t, observed, rsp)
+		return rsp
+	}
+	rsp := call()
+	if v := builtFor(t, rsp, "controller-kustomization"); v != "1.15.0" {
+		t.Fatalf("the controller's chart is %s, want 1.15.0", v)
+	}
+	if _, ok := rsp.GetDesired().GetResources()["nodes-kustomization"]; ok {
+		t.Error("the node pools are composed before the claimed cluster runs the controller at 1.15.0")
+	}
+
+	// The controller's Object is Ready, for the chart the claimed cluster
+	// still runs.
+	before := observed["controller-kustomization"]
+	observed = aws.observe(rsp, true)
+	observed["controller-kustomization"] = behind(observed["controller-kustomization"], before)
+	rsp = call()
+	if _, ok := rsp.GetDesired().GetResources()["nodes-kustomization"]; ok {
+		t.Error("the node pools are composed while the claimed cluster still runs the controller at 1.14.1")
+	}
+	if msg := conditionMessage(rsp, "ControllerReady"); !strings.Contains(msg, "does not hold the change yet") {
+		t.Errorf("ControllerReady %q, want it to say the claimed cluster has not taken the change", msg)
+	}
+
+	// Flux took the new spec, but reports the generation before.
+	observed = aws.observe(rsp, true)
+	manifest := observed["controller-kustomization"]["status"].(map[string]any)["atProvider"].(map[string]any)["manifest"].(map[string]any)
+	manifest["metadata"].(map[string]any)["generation"] = int64(2)
+	rsp = call()
+	if _, ok := rsp.GetDesired().GetResources()["nodes-kustomization"]; ok {
+		t.Error("the node pools are composed while Flux has not reconciled the controller's generation")
+	}
+
+	observed = aws.observe(rsp, true)
+	rsp = call()
+	if v := builtFor(t, rsp, "nodes-kustomization"); v != "1.15.0" {
+		t.Errorf("the node pools are built for %s, want 1.15.0", v)
+	}
+}

@@ -14,6 +14,8 @@ import (
 	"github.com/crossplane/function-sdk-go/resource/composed"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/do-now/function-karpenter/internal/scope"
 )
 
 // A Step is a set of resources emitted together once the steps before it are
@@ -26,6 +28,10 @@ type Step struct {
 	// Needs orders resources within the step: a resource is emitted only
 	// once the siblings it names are Ready (or once it exists).
 	Needs map[resource.Name][]resource.Name
+	// NotReady are resources counted unready whatever they report, each
+	// with why: an upgrade's say (AWS reports another policy than the one
+	// the next steps need).
+	NotReady map[resource.Name]string
 }
 
 // ResourceLabel carries a composed resource's name on the object itself, so
@@ -83,7 +89,7 @@ func Run(steps []Step, observed map[resource.Name]resource.ObservedComposed, lab
 		health := map[resource.Name]Health{}
 		for name := range objs {
 			if ocd, exists := observed[name]; exists {
-				health[name] = Observe(ocd)
+				health[name] = s.observe(name, objs[name], ocd)
 			}
 		}
 		var pending, problems []string
@@ -141,6 +147,36 @@ func Run(steps []Step, observed map[resource.Name]resource.ObservedComposed, lab
 		}
 	}
 	return out, nil
+}
+
+// observe is an existing resource's health in this step: what it reports,
+// unless the step counts it unready, or it is an Object whose object the
+// claimed cluster has not yet acted on as desired.
+func (s Step) observe(name resource.Name, desired runtime.Object, ocd resource.ObservedComposed) Health {
+	h := Observe(ocd)
+	if !h.Ready {
+		return h
+	}
+	if why, ok := s.NotReady[name]; ok {
+		return Health{Problems: []string{why}}
+	}
+	if !scope.IsObject(ocd.Resource.GroupVersionKind().GroupKind()) {
+		return h
+	}
+	if kind, _ := ocd.Resource.GetString("status.atProvider.manifest.kind"); kind == "Job" {
+		return h // a Job is Ready once it completed, whatever changed since
+	}
+	cd, ok := desired.(*composed.Unstructured)
+	if !ok {
+		var err error
+		if cd, err = composed.From(desired); err != nil {
+			return Health{Problems: []string{err.Error()}}
+		}
+	}
+	if why := Behind(cd, ocd.Resource); why != "" {
+		return Health{Problems: []string{why}}
+	}
+	return h
 }
 
 func siblingsReady(needs []resource.Name, health map[resource.Name]Health) bool {

@@ -49,18 +49,11 @@ func Observe(ocd resource.ObservedComposed) Health {
 // remoteReady is the Ready=False condition, with its message, of the object
 // an Object observes in the claimed cluster, as its own controller wrote it.
 func remoteReady(r *composed.Unstructured) []string {
-	var conditions []map[string]any
-	if err := r.GetValueInto("status.atProvider.manifest.status.conditions", &conditions); err != nil {
+	rm, ok := RemoteOf(r)
+	if !ok || rm.Ready.Status != corev1.ConditionFalse || rm.Ready.Message == "" {
 		return nil
 	}
-	kind, _ := r.GetString("status.atProvider.manifest.kind")
-	for _, c := range conditions {
-		msg, _ := c["message"].(string)
-		if c["type"] == string(xpv1.TypeReady) && c["status"] == string(corev1.ConditionFalse) && msg != "" {
-			return []string{fmt.Sprintf("%s Ready=False (%v): %s", kind, c["reason"], msg)}
-		}
-	}
-	return nil
+	return []string{fmt.Sprintf("%s Ready=False (%s): %s", rm.Kind, rm.Ready.Reason, rm.Ready.Message)}
 }
 
 // observeJob reads the Job a provider-kubernetes Object observed: Ready

@@ -22,13 +22,25 @@ const (
 	NodePoolsReady   = "NodePoolsReady"
 )
 
+// Parts is what an upgrade decides for one call: which Karpenter version
+// the controller and the node pools are built for, which fields of which
+// resources stay as they are observed, and which resources count unready
+// whatever they report.
+type Parts struct {
+	Controller, Nodes versions.Version
+	// Keep maps a composed resource to field paths and the values they
+	// keep.
+	Keep map[resource.Name]map[string]any
+	// NotReady are resources counted unready, each with why.
+	NotReady map[resource.Name]string
+}
+
 // Steps is the whole sequence for one XR, in order; o is what AWS reported
-// for step one, which step two is built from; the controller and the node
-// pools are built for the Karpenter versions controller and nodes (an
-// upgrade decides them; step one always has the claim's version's policy).
-// Every resource is built in the claim API's kinds and composed as the XR's
-// API composes it.
-func Steps(c *spec.Config, o awsres.Observed, controller, nodes versions.Version) []Step {
+// for step one, which step two is built from; p says what an upgrade
+// decided (step one always has the claim's version's policy, unless p
+// keeps another). Every resource is built in the claim API's kinds and
+// composed as the XR's API composes it.
+func Steps(c *spec.Config, o awsres.Observed, p Parts) []Step {
 	steps := []Step{
 		{
 			Condition: IdentityReady,
@@ -47,14 +59,15 @@ func Steps(c *spec.Config, o awsres.Observed, controller, nodes versions.Version
 		},
 		{
 			Condition: ControllerReady,
-			Build:     func() (map[resource.Name]runtime.Object, error) { return flux.Controller(c, controller) },
+			Build:     func() (map[resource.Name]runtime.Object, error) { return flux.Controller(c, p.Controller) },
 		},
 		{
 			Condition: NodePoolsReady,
-			Build:     func() (map[resource.Name]runtime.Object, error) { return flux.Nodes(c, nodes) },
+			Build:     func() (map[resource.Name]runtime.Object, error) { return flux.Nodes(c, p.Nodes) },
 		},
 	}
 	for i := range steps {
+		steps[i].NotReady = p.NotReady
 		build := steps[i].Build
 		steps[i].Build = func() (map[resource.Name]runtime.Object, error) {
 			objs, err := build()
@@ -66,6 +79,11 @@ func Steps(c *spec.Config, o awsres.Observed, controller, nodes versions.Version
 				cd, err := c.XR.Compose(o)
 				if err != nil {
 					return nil, fmt.Errorf("cannot compose %s: %w", name, err)
+				}
+				for path, v := range p.Keep[name] {
+					if err := cd.SetValue(path, v); err != nil {
+						return nil, fmt.Errorf("cannot keep %s of %s: %w", path, name, err)
+					}
 				}
 				out[name] = cd
 			}

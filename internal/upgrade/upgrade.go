@@ -8,14 +8,13 @@
 package upgrade
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"reflect"
 	"strings"
 
 	xpv1 "github.com/crossplane/crossplane-runtime/v2/apis/common/v1"
 	"github.com/crossplane/function-sdk-go/resource"
+	"github.com/crossplane/function-sdk-go/resource/composed"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -26,75 +25,92 @@ import (
 	"github.com/do-now/function-karpenter/internal/versions"
 )
 
-// A Plan says which Karpenter version each part is built for in this call.
+// A Plan says which Karpenter version each part is built for in this call,
+// and what stays as it is observed until its turn.
 type Plan struct {
+	sequence.Parts
 	// From is the oldest version a part was last built for, To the
 	// claim's; From is empty before the controller exists.
 	From, To string
-	// Controller and Nodes are the versions the controller's and the node
-	// pools' Kustomizations are built for.
-	Controller, Nodes versions.Version
 	// Upgrading is true while a part is built for another version than To.
 	Upgrading bool
+	// Installing is true while the controller or the node pools were
+	// never composed yet.
+	Installing bool
 	// Message says where the upgrade is and what it waits on.
 	Message string
 }
 
 // Decide plans this call for c, from what is observed. It refuses, at
 // spec.version, a downgrade and a jump the new version forbids.
+//
+// Whatever the version, the controller never runs ahead of its
+// permissions: while AWS does not report the role policy granting every
+// statement of the policy c needs, the controller's manifest stays as it
+// is observed and the role policy counts unready; while the controller
+// does not yet run as desired, the role policy keeps the statements the
+// new one drops.
 func Decide(c *spec.Config, observed map[resource.Name]resource.ObservedComposed) (p Plan, _ *field.Error) {
 	path := field.NewPath("spec", "version")
 	to, err := versions.Get(string(c.Spec.Version))
 	if err != nil {
 		return Plan{}, field.NotSupported(path, c.Spec.Version, versions.Known())
 	}
-	p = Plan{To: to.Version, Controller: to, Nodes: to}
 	cv := applied(observed, flux.ControllerKustomization)
-	if cv == "" {
-		return p, nil // nothing runs yet: install To
-	}
 	nv := applied(observed, flux.NodesKustomization)
+	_, nodesExist := observed[flux.NodesKustomization]
 	if nv == "" {
 		nv = cv // not composed yet, or built before it recorded its version
 	}
-	p.From = cv
-	if versions.Compare(nv, cv) < 0 {
-		p.From = nv
-	}
-	newest := cv
-	if versions.Compare(nv, cv) > 0 {
-		newest = nv
-	}
-	if c.VersionDefaulted && versions.Compare(to.Version, newest) < 0 {
-		// The platform's default went below what runs: a claim that names
-		// no version keeps it rather than be refused for a version it
-		// never asked for.
-		kept, err := versions.Get(newest)
-		if err == nil {
-			to = kept
-			p = Plan{To: to.Version, Controller: to, Nodes: to}
+	if cv != "" && c.VersionDefaulted {
+		newest := cv
+		if versions.Compare(nv, cv) > 0 {
+			newest = nv
+		}
+		if versions.Compare(to.Version, newest) < 0 {
+			// The platform's default went below what runs: a claim that
+			// names no version keeps it rather than be refused for a
+			// version it never asked for.
+			if kept, err := versions.Get(newest); err == nil {
+				to = kept
+			}
 		}
 	}
-	for _, part := range []struct{ name, version string }{{"the controller was", cv}, {"the node pools were", nv}} {
-		switch err := versions.CheckUpgrade(part.version, to.Version); {
-		case errors.Is(err, versions.ErrDowngrade):
-			return Plan{}, field.Forbidden(path, fmt.Sprintf("a downgrade from %s, which %s last built for, is refused: Karpenter does not support moving its CRDs back", part.version, part.name))
-		case err != nil:
-			return Plan{}, field.Forbidden(path, err.Error())
+	p = Plan{To: to.Version, Parts: sequence.Parts{Controller: to, Nodes: to}, Installing: cv == "" || !nodesExist}
+	controller, nodes := to, to
+	if cv != "" {
+		p.From = cv
+		if versions.Compare(nv, cv) < 0 {
+			p.From = nv
+		}
+		for _, part := range []struct{ name, version string }{{"the controller was", cv}, {"the node pools were", nv}} {
+			switch err := versions.CheckUpgrade(part.version, to.Version); {
+			case errors.Is(err, versions.ErrDowngrade):
+				return Plan{}, field.Forbidden(path, fmt.Sprintf("a downgrade from %s, which %s last built for, is refused: Karpenter does not support moving its CRDs back", part.version, part.name))
+			case err != nil:
+				return Plan{}, field.Forbidden(path, err.Error())
+			}
+		}
+		if controller, err = versions.Get(cv); err != nil {
+			return Plan{}, field.Forbidden(path, fmt.Sprintf("the controller runs Karpenter %s, which this function no longer knows: it cannot build it to upgrade from", cv))
+		}
+		if nodes, err = versions.Get(nv); err != nil {
+			return Plan{}, field.Forbidden(path, fmt.Sprintf("the node pools were built for Karpenter %s, which this function no longer knows", nv))
 		}
 	}
-	controller, err := versions.Get(cv)
+
+	perm, err := permissions(c, to, observed)
 	if err != nil {
-		return Plan{}, field.Forbidden(path, fmt.Sprintf("the controller runs Karpenter %s, which this function no longer knows: it cannot build it to upgrade from", cv))
+		return Plan{}, field.InternalError(path, err)
 	}
-	nodes, err := versions.Get(nv)
-	if err != nil {
-		return Plan{}, field.Forbidden(path, fmt.Sprintf("the node pools were built for Karpenter %s, which this function no longer knows", nv))
+	p.Keep, p.NotReady = perm.keep, perm.notReady
+	if perm.controllerWaits {
+		p.Controller = controller
 	}
-	if cv == to.Version && nv == to.Version {
+	if cv == "" || (cv == to.Version && nv == to.Version) {
 		return p, nil
 	}
-	p.Upgrading = true
+	p.Upgrading, p.Installing = true, false
 	var says []string
 	defer func() { p.Message = fmt.Sprintf("%s → %s: %s", p.From, to.Version, strings.Join(says, "; ")) }()
 
@@ -103,28 +119,94 @@ func Decide(c *spec.Config, observed map[resource.Name]resource.ObservedComposed
 		if err != nil {
 			return Plan{}, field.InternalError(path, err)
 		}
-		applied, err := policyApplied(c, observed[awsres.ControllerRolePolicy])
-		if err != nil {
-			return Plan{}, field.InternalError(path, err)
-		}
 		switch {
-		case same:
-			says = append(says, fmt.Sprintf("Karpenter %s's controller policy is %s's, so the controller follows at once", to.Version, cv))
-		case applied:
-			says = append(says, fmt.Sprintf("AWS reports %s applied with %s's policy, so the controller follows", awsres.ControllerRolePolicy, to.Version))
-		default:
-			p.Controller, p.Nodes = controller, nodes
+		case perm.controllerWaits:
+			p.Nodes = nodes
 			says = append(says, fmt.Sprintf("waiting for AWS to report %s applied with %s's policy; the controller stays at %s until then", awsres.ControllerRolePolicy, to.Version, cv))
 			return p, nil
+		case same:
+			says = append(says, fmt.Sprintf("Karpenter %s's controller policy is %s's, so the controller follows at once", to.Version, cv))
+		default:
+			says = append(says, fmt.Sprintf("AWS reports %s applied with %s's policy, so the controller follows", awsres.ControllerRolePolicy, to.Version))
 		}
 	}
-	if !readyAt(observed[flux.ControllerKustomization], to) {
+	if !perm.controllerAt(to) {
 		p.Nodes = nodes
 		says = append(says, fmt.Sprintf("waiting for %s to be Ready at %s (its chart brings the new CRDs first); the node pools stay at %s until then", flux.ControllerKustomization, to.Version, nv))
 		return p, nil
 	}
 	says = append(says, fmt.Sprintf("%s is Ready at %s, so the node pools follow", flux.ControllerKustomization, to.Version))
 	return p, nil
+}
+
+// A permissionOrder is how one call orders a change of the controller's
+// policy against the controller.
+type permissionOrder struct {
+	// controllerWaits: AWS does not report a policy that grants every
+	// statement the controller is to need, and the controller exists.
+	controllerWaits bool
+	keep            map[resource.Name]map[string]any
+	notReady        map[resource.Name]string
+	// controllerAt tells whether the controller runs as desired at v.
+	controllerAt func(v versions.Version) bool
+}
+
+// Field paths an ordering keeps as observed.
+const (
+	pathManifest = "spec.forProvider.manifest"
+	pathPolicy   = "spec.forProvider.policy"
+)
+
+func permissions(c *spec.Config, to versions.Version, observed map[resource.Name]resource.ObservedComposed) (permissionOrder, error) {
+	o := permissionOrder{keep: map[resource.Name]map[string]any{}, notReady: map[resource.Name]string{}}
+	ctrl, exists := observed[flux.ControllerKustomization]
+	o.controllerAt = func(v versions.Version) bool {
+		if !exists || !sequence.Observe(ctrl).Ready {
+			return false
+		}
+		objs, err := flux.Controller(c, v)
+		if err != nil {
+			return false
+		}
+		desired, err := composed.From(objs[flux.ControllerKustomization])
+		return err == nil && sequence.Behind(desired, ctrl.Resource) == ""
+	}
+	want, err := awsres.ControllerPolicyOf(c, to.Version)
+	if err != nil {
+		return o, err
+	}
+	rp, ok := observed[awsres.ControllerRolePolicy]
+	if !ok {
+		return o, nil // step one composes it first
+	}
+	held, _ := rp.Resource.GetString("status.atProvider.policy")
+	_, hs := statements(held)
+	_, ws := statements(want)
+	ready := sequence.ConditionOf(rp.Resource, xpv1.TypeReady).Status == corev1.ConditionTrue
+	if granted := hs != nil && len(missing(hs, ws)) == 0; !granted || !ready {
+		if ready {
+			o.notReady[awsres.ControllerRolePolicy] = "AWS reports a policy that lacks statements the controller is to get; the controller keeps running as it is until AWS reports them"
+		}
+		if exists {
+			o.controllerWaits = true
+			manifest, _ := ctrl.Resource.GetValue(pathManifest)
+			o.keep[flux.ControllerKustomization] = map[string]any{pathManifest: manifest}
+		}
+	}
+	if hs == nil || len(missing(ws, hs)) == 0 || !exists {
+		return o, nil
+	}
+	// The new policy drops statements: the controller moves first, on
+	// the policy it has, and the statements go once it runs as desired.
+	if !o.controllerWaits && o.controllerAt(to) {
+		return o, nil
+	}
+	kept, err := union(held, want)
+	if err != nil {
+		return o, err
+	}
+	o.keep[awsres.ControllerRolePolicy] = map[string]any{pathPolicy: kept}
+	return o, nil
 }
 
 // applied is the version a Kustomization's Object was last composed with,
@@ -148,45 +230,6 @@ func chartVersion(chart string) string {
 	return chart
 }
 
-// readyAt tells whether the controller's Kustomization, as the claimed
-// cluster reports it, is Ready at v: its Object Ready, and the
-// Kustomization there built for v's chart, Ready for its current generation.
-func readyAt(ocd resource.ObservedComposed, v versions.Version) bool {
-	if ocd.Resource == nil || sequence.ConditionOf(ocd.Resource, xpv1.TypeReady).Status != corev1.ConditionTrue {
-		return false
-	}
-	var remote struct {
-		Metadata struct {
-			Generation int64 `json:"generation"`
-		} `json:"metadata"`
-		Spec struct {
-			PostBuild struct {
-				Substitute map[string]string `json:"substitute"`
-			} `json:"postBuild"`
-		} `json:"spec"`
-		Status struct {
-			ObservedGeneration int64 `json:"observedGeneration"`
-			Conditions         []struct {
-				Type   string `json:"type"`
-				Status string `json:"status"`
-			} `json:"conditions"`
-		} `json:"status"`
-	}
-	if err := ocd.Resource.GetValueInto("status.atProvider.manifest", &remote); err != nil {
-		return false
-	}
-	if remote.Spec.PostBuild.Substitute[flux.VarKarpenterVersion] != v.Chart ||
-		remote.Metadata.Generation == 0 || remote.Status.ObservedGeneration != remote.Metadata.Generation {
-		return false
-	}
-	for _, c := range remote.Status.Conditions {
-		if c.Type == string(xpv1.TypeReady) {
-			return c.Status == string(corev1.ConditionTrue)
-		}
-	}
-	return false
-}
-
 // samePolicy tells whether two versions' controller policies are the same
 // document for c.
 func samePolicy(c *spec.Config, a, b string) (bool, error) {
@@ -199,26 +242,4 @@ func samePolicy(c *spec.Config, a, b string) (bool, error) {
 		return false, err
 	}
 	return pa == pb, nil
-}
-
-// policyApplied tells whether AWS reports the role policy Ready with c's
-// version's document, compared as parsed JSON (AWS does not keep the
-// spacing or key order of what it was sent).
-func policyApplied(c *spec.Config, ocd resource.ObservedComposed) (bool, error) {
-	if ocd.Resource == nil || sequence.ConditionOf(ocd.Resource, xpv1.TypeReady).Status != corev1.ConditionTrue {
-		return false, nil
-	}
-	reported, _ := ocd.Resource.GetString("status.atProvider.policy")
-	want, err := awsres.ControllerPolicy(c)
-	if err != nil {
-		return false, err
-	}
-	var got, wanted any
-	if json.Unmarshal([]byte(reported), &got) != nil {
-		return false, nil
-	}
-	if err := json.Unmarshal([]byte(want), &wanted); err != nil {
-		return false, err
-	}
-	return reflect.DeepEqual(got, wanted), nil
 }
