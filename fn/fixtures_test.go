@@ -13,6 +13,8 @@ import (
 	"github.com/crossplane/function-sdk-go/resource"
 	"github.com/google/go-cmp/cmp"
 	"sigs.k8s.io/yaml"
+
+	"github.com/do-now/function-karpenter/internal/cluster"
 )
 
 var update = flag.Bool("update", false, "rewrite examples/observed/ from the fake providers")
@@ -97,7 +99,8 @@ func exampleFixtures(t *testing.T, e example) {
 	all := next(controller)
 
 	checkFailed := copyObserved(accessCheck)
-	checkFailed["access-check"] = jobFailed(accessCheck["access-check"])
+	checkFailed["access-check"] = failedCheck(accessCheck["access-check"], cluster.CheckProfile,
+		"An error occurred (AccessDenied) when calling the GetInstanceProfile operation: User: arn:aws:sts::111122223333:assumed-role/prod-eu-karpenter/eks-prod-eu-karpe-0123 is not authorized to perform: iam:GetInstanceProfile on resource: instance profile nodes with an explicit deny in a permissions boundary")
 	controllerFailing := copyObserved(all)
 	controllerFailing["controller-kustomization"] = kustomizationFailing(all["controller-kustomization"],
 		"HelmRelease/karpenter/karpenter status: 'Failed'")

@@ -19,6 +19,7 @@ import (
 
 	"github.com/do-now/function-karpenter/apis/v1alpha1"
 	"github.com/do-now/function-karpenter/internal/awsres"
+	"github.com/do-now/function-karpenter/internal/cluster"
 	"github.com/do-now/function-karpenter/internal/scope"
 	"github.com/do-now/function-karpenter/internal/sequence"
 	"github.com/do-now/function-karpenter/internal/spec"
@@ -66,6 +67,7 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 		return rsp, nil
 	}
 	cfg.XR = xr
+	cfg.AccessCheckRun = oxr.Resource.GetAnnotations()[cluster.RunAnnotation]
 
 	observed, err := request.GetObservedComposedResources(req)
 	if err != nil {

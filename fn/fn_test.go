@@ -14,6 +14,8 @@ import (
 	"github.com/crossplane/function-sdk-go/resource"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/do-now/function-karpenter/internal/cluster"
 )
 
 var (
@@ -262,10 +264,10 @@ func walkToReady(t *testing.T, a api) {
 	round{desired: union(step1, step2, step3), usages: targetUsages, ready: union(step1, step2, []string{"controller-namespace"}), conditions: installing(wantConditions(2, "Creating"))}.check(t, "namespace Ready", rsp)
 
 	observed = aws.observe(rsp, true)
-	observed["access-check"] = jobFailed(observed["access-check"])
+	observed["access-check"] = failedCheck(observed["access-check"], cluster.CheckQueue, "An error occurred (AWS.SimpleQueueService.NonExistentQueue) when calling the GetQueueUrl operation: The specified queue does not exist.")
 	rsp = call(observed)
 	round{desired: union(step1, step2, step3), usages: targetUsages, ready: union(step1, step2, []string{"controller-namespace", "controller-service-account"}), conditions: installing(wantConditions(2, "Creating"))}.check(t, "access check failed", rsp)
-	if msg := conditionMessage(rsp, "AccessCheckReady"); !strings.Contains(msg, "access-check: Job failed (BackoffLimitExceeded): Job has reached the specified backoff limit") {
+	if msg := conditionMessage(rsp, "AccessCheckReady"); !strings.Contains(msg, ": Pod failed (exit 11, Error): interruption-queue: An error occurred (AWS.SimpleQueueService.NonExistentQueue)") {
 		t.Errorf("a failed access check must reach the claim with its reason, got %q", msg)
 	}
 

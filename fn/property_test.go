@@ -122,7 +122,7 @@ func mutate(rng *rand.Rand, aws fakeProviders, observed map[resource.Name]map[st
 			next[resource.Name(n)] = o
 		case r < 8:
 			next[resource.Name(n)] = aws.created(desired, false)
-		case r < 9 && o["kind"] != "Job" && o["kind"] != "Namespace" && o["kind"] != "ServiceAccount" && o["kind"] != "Kustomization":
+		case r < 9 && o["kind"] != "Pod" && o["kind"] != "Namespace" && o["kind"] != "ServiceAccount" && o["kind"] != "Kustomization":
 			next[resource.Name(n)] = failing(aws.created(desired, false), fmt.Sprintf("provider error %d on %s", rng.Intn(1000), n))
 		default:
 			// Vanished: deleted out of band, or not yet in the cache.

@@ -6,6 +6,8 @@ import (
 
 	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
 	"github.com/crossplane/function-sdk-go/resource"
+
+	"github.com/do-now/function-karpenter/internal/cluster"
 )
 
 // fakeProviders play provider-aws: they turn what the function desired into
@@ -43,12 +45,12 @@ func (p fakeProviders) created(desired map[string]any, ready bool) map[string]an
 		switch manifest["kind"] {
 		case "Namespace":
 			manifest["status"] = map[string]any{"phase": "Active"}
-		case "Job":
-			manifest["status"] = map[string]any{"active": 1}
+		case "Pod":
+			manifest["status"] = map[string]any{"phase": "Running"}
 			if ready {
-				manifest["status"] = map[string]any{"succeeded": 1, "conditions": []any{
-					map[string]any{"type": "Complete", "status": "True"},
-				}}
+				manifest["status"] = map[string]any{"phase": "Succeeded", "containerStatuses": []any{map[string]any{
+					"name": "aws", "state": map[string]any{"terminated": map[string]any{"exitCode": 0, "reason": "Completed"}},
+				}}}
 			}
 		case "Kustomization":
 			// The API server counts generations; Flux reports the one it
@@ -90,14 +92,18 @@ func (p fakeProviders) created(desired map[string]any, ready bool) map[string]an
 	return obj
 }
 
-// jobFailed marks the Job an observed Object carries as failed the way the
-// Job controller does; the Object stays unready, as its CEL query says.
-func jobFailed(obj map[string]any) map[string]any {
+// failedCheck marks the access check's Pod an observed Object carries as
+// failed at check, the way the kubelet reports it: the script's exit code
+// and its termination message, the check's name and AWS's words. The Object
+// stays unready, as its CEL query says.
+func failedCheck(obj map[string]any, check cluster.Check, aws string) map[string]any {
 	obj = unready(obj)
 	manifest := obj["status"].(map[string]any)["atProvider"].(map[string]any)["manifest"].(map[string]any)
-	manifest["status"] = map[string]any{"failed": 7, "conditions": []any{
-		map[string]any{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded", "message": "Job has reached the specified backoff limit"},
-	}}
+	manifest["status"] = map[string]any{"phase": "Failed", "containerStatuses": []any{map[string]any{
+		"name": "aws", "state": map[string]any{"terminated": map[string]any{
+			"exitCode": check.ExitCode, "reason": "Error", "message": check.Name + ": " + aws + "\n",
+		}},
+	}}}
 	return obj
 }
 

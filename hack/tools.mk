@@ -130,11 +130,11 @@ flux-crds:
 # Kubernetes' built-in kinds as CRDs, so validate can check them: tools/k8sschemas reads the
 # OpenAPI v3 documents published in the k8s.io/kubernetes module zip and writes one file per kind
 # of K8S_SCHEMA_KINDS (APIVERSION/KIND) to $(K8S_SCHEMAS)/<apiVersion with / as _>_<Kind>.yaml,
-# e.g. batch_v1_Job.yaml. Written when missing or older than the generator's source.
+# e.g. v1_Pod.yaml. Written when missing or older than the generator's source.
 K8S_VERSION := v1.35.4
 K8S_MODULE := k8s.io/kubernetes
 K8S_OPENAPI = $(eval K8S_OPENAPI := $$(addsuffix /api/openapi-spec/v3,$$(call module-dir,$(K8S_MODULE)@$(K8S_VERSION))))$(K8S_OPENAPI)
-K8S_SCHEMA_KINDS := v1/Namespace v1/ServiceAccount batch/v1/Job
+K8S_SCHEMA_KINDS := v1/Namespace v1/ServiceAccount v1/Pod
 K8S_SCHEMAS := $(CACHE)/k8s-schemas/$(K8S_VERSION)
 K8S_SCHEMA_FILES := $(foreach k,$(K8S_SCHEMA_KINDS),$(K8S_SCHEMAS)/$(subst /,_,$(k)).yaml)
 

@@ -1,7 +1,7 @@
 // Package cluster builds the Kubernetes objects of step three: the
 // controller's namespace, its ServiceAccount (the chart's own is turned off)
-// and the access-check Job, which proves the Pod Identity credentials reach a
-// pod under that ServiceAccount before the controller starts.
+// and the access check, a Pod that proves under that ServiceAccount, before
+// the controller starts, what Karpenter will do with its role (preflight.go).
 //
 // They belong in the claimed EKS cluster, not in the cluster Crossplane runs
 // in, which may serve many: each is wrapped in a provider-kubernetes Object
@@ -9,11 +9,13 @@
 package cluster
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 
 	fnresource "github.com/crossplane/function-sdk-go/resource"
 	"github.com/crossplane/function-sdk-go/resource/composed"
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -31,19 +33,28 @@ const (
 	AccessCheck    fnresource.Name = "access-check"
 )
 
-// JobComplete is the access check's readiness as provider-kubernetes
-// evaluates it on the observed Job: Complete, not merely created.
-const JobComplete = `object.status.conditions.exists(c, c.type == 'Complete' && c.status == 'True')`
+// PodSucceeded is the access check's readiness as provider-kubernetes
+// evaluates it on the observed Pod: every check passed, not merely started.
+const PodSucceeded = `object.status.phase == 'Succeeded'`
 
-// AccessCheckJob is the name of the access-check Job.
-const AccessCheckJob = "karpenter-access-check"
+// AccessCheckPod is the prefix of the access-check Pod's name, which ends
+// in a digest of what it checks: see PodName.
+const AccessCheckPod = "karpenter-access-check"
+
+// RunAnnotation on the claim (or the namespaced XR) runs the access check
+// again when its value changes: the platform engineer sets it once the
+// cause of a failed check is fixed.
+const RunAnnotation = "socle.do-now.io/access-check-run"
 
 // ManagedNodeLabel is set on every node Karpenter launches: the controller
 // and the access check must never run on one.
 const ManagedNodeLabel = "karpenter.sh/nodepool"
 
 // Needs says which of step three's resources wait for which sibling: what
-// lives in the namespace is applied once the namespace exists.
+// lives in the namespace is applied once the namespace exists. The access
+// check does not wait for its ServiceAccount, created alongside: should the
+// Pod come first, the API server refuses it and provider-kubernetes applies
+// it again a moment later, sooner than another round would.
 func Needs() map[fnresource.Name][]fnresource.Name {
 	return map[fnresource.Name][]fnresource.Name{
 		ServiceAccount: {Namespace},
@@ -66,6 +77,7 @@ func Manifests(c *spec.Config) map[fnresource.Name]runtime.Object {
 	ns := c.Input.PodIdentity.Namespace
 	labels := Labels(c)
 	return map[fnresource.Name]runtime.Object{
+		AccessCheck: accessCheck(c, labels),
 		Namespace: &corev1.Namespace{
 			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"},
 			ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: labels},
@@ -74,7 +86,6 @@ func Manifests(c *spec.Config) map[fnresource.Name]runtime.Object {
 			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"},
 			ObjectMeta: metav1.ObjectMeta{Name: c.Input.PodIdentity.ServiceAccount, Namespace: ns, Labels: labels},
 		},
-		AccessCheck: accessCheck(c, labels),
 	}
 }
 
@@ -89,8 +100,8 @@ var (
 	Created Readiness
 	// ReadyCondition: Ready once the object's own Ready condition is True.
 	ReadyCondition = Readiness{"policy": "DeriveFromObject"}
-	// Completed: Ready once the Job completed.
-	Completed = Readiness{"policy": "DeriveFromCelQuery", "celQuery": JobComplete}
+	// Succeeded: Ready once the access check's Pod succeeded.
+	Succeeded = Readiness{"policy": "DeriveFromCelQuery", "celQuery": PodSucceeded}
 )
 
 // Objects returns step three: each manifest in a provider-kubernetes Object
@@ -99,8 +110,8 @@ func Objects(c *spec.Config) (map[fnresource.Name]runtime.Object, error) {
 	out := map[fnresource.Name]runtime.Object{}
 	for name, m := range Manifests(c) {
 		r := Created
-		if name == AccessCheck {
-			r = Completed
+		if _, ok := m.(*corev1.Pod); ok {
+			r = Succeeded
 		}
 		o, err := Object(c, m, r)
 		if err != nil {
@@ -111,6 +122,8 @@ func Objects(c *spec.Config) (map[fnresource.Name]runtime.Object, error) {
 	return out, nil
 }
 
+// Object wraps a manifest for the claimed cluster in a provider-kubernetes
+// Object (the claim API's kind, which scope turns into the XR's), applied
 // Object wraps a manifest for the claimed cluster in a provider-kubernetes
 // Object (the claim API's kind, which scope turns into the XR's), applied
 // through the cluster's ProviderConfig and judged Ready as r says.
@@ -137,52 +150,81 @@ func Object(c *spec.Config, m runtime.Object, r Readiness) (*unstructured.Unstru
 	}}, nil
 }
 
-func accessCheck(c *spec.Config, labels map[string]string) *batchv1.Job {
+// accessCheck is the access check's Pod: the preflight's script, once, on
+// the controller's ServiceAccount and where the controller runs. A Pod,
+// not a Job: its status carries the container's termination message, where
+// a failed check writes its name and AWS's own error text, and its name is
+// fixed, so the Object observes it. It is never restarted: a failed check
+// stays failed until what it checks or RunAnnotation changes.
+func accessCheck(c *spec.Config, labels map[string]string) *corev1.Pod {
+	spec := accessCheckSpec(c)
+	return &corev1.Pod{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+		ObjectMeta: metav1.ObjectMeta{Name: podName(c, spec), Namespace: c.Input.PodIdentity.Namespace, Labels: labels},
+		Spec:       spec,
+	}
+}
+
+func accessCheckSpec(c *spec.Config) corev1.PodSpec {
 	nonRoot := int64(65532)
 	yes, no := true, false
-	return &batchv1.Job{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
-		ObjectMeta: metav1.ObjectMeta{Name: AccessCheckJob, Namespace: c.Input.PodIdentity.Namespace, Labels: labels},
-		Spec: batchv1.JobSpec{
-			// A pod admitted before EKS propagated the association gets no
-			// credentials and never recovers: retry in new pods, bounded.
-			BackoffLimit:          c.Input.AccessCheck.BackoffLimit,
-			ActiveDeadlineSeconds: c.Input.AccessCheck.ActiveDeadlineSeconds,
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{
-					ServiceAccountName: c.Input.PodIdentity.ServiceAccount,
-					RestartPolicy:      corev1.RestartPolicyNever,
-					NodeSelector:       c.Input.Controller.NodeSelector,
-					Tolerations:        c.Input.Controller.Tolerations,
-					Affinity:           NotOnManagedNodes(),
-					SecurityContext: &corev1.PodSecurityContext{
-						RunAsNonRoot:   &yes,
-						RunAsUser:      &nonRoot,
-						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-					},
-					Containers: []corev1.Container{{
-						Name:    "aws",
-						Image:   c.Input.AccessCheck.Image,
-						Command: []string{"aws", "sts", "get-caller-identity"},
-						Env: []corev1.EnvVar{
-							{Name: "AWS_REGION", Value: c.Spec.Cluster.Region},
-							{Name: "AWS_STS_REGIONAL_ENDPOINTS", Value: "regional"},
-							{Name: "HOME", Value: "/tmp"},
-						},
-						SecurityContext: &corev1.SecurityContext{
-							AllowPrivilegeEscalation: &no,
-							ReadOnlyRootFilesystem:   &yes,
-							Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-						},
-						VolumeMounts: []corev1.VolumeMount{{Name: "tmp", MountPath: "/tmp"}},
-						Resources:    AccessCheckResources(),
-					}},
-					Volumes: []corev1.Volume{{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
-				},
-			},
+	script, _ := Preflight(c)
+	return corev1.PodSpec{
+		ServiceAccountName:    c.Input.PodIdentity.ServiceAccount,
+		RestartPolicy:         corev1.RestartPolicyNever,
+		ActiveDeadlineSeconds: c.Input.AccessCheck.ActiveDeadlineSeconds,
+		NodeSelector:          c.Input.Controller.NodeSelector,
+		Tolerations:           c.Input.Controller.Tolerations,
+		Affinity:              NotOnManagedNodes(),
+		SecurityContext: &corev1.PodSecurityContext{
+			RunAsNonRoot:   &yes,
+			RunAsUser:      &nonRoot,
+			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 		},
+		Containers: []corev1.Container{{
+			Name:                     "aws",
+			Image:                    c.Input.AccessCheck.Image,
+			Command:                  []string{"/bin/sh", "-c", script},
+			TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+			Env: []corev1.EnvVar{
+				{Name: "AWS_REGION", Value: c.Spec.Cluster.Region},
+				{Name: "AWS_STS_REGIONAL_ENDPOINTS", Value: "regional"},
+				{Name: "AWS_PAGER", Value: ""},
+				{Name: "HOME", Value: "/tmp"},
+			},
+			SecurityContext: &corev1.SecurityContext{
+				AllowPrivilegeEscalation: &no,
+				ReadOnlyRootFilesystem:   &yes,
+				Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+			},
+			VolumeMounts: []corev1.VolumeMount{{Name: "tmp", MountPath: "/tmp"}},
+			Resources:    AccessCheckResources(),
+		}},
+		Volumes: []corev1.Volume{{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
 	}
+}
+
+// PodName is the access check's Pod's name: it ends in a digest of the
+// Pod's spec and of RunAnnotation's value. A Pod cannot be changed, so a
+// change of what the check checks, or a new run asked for, is a new Pod,
+// which runs the checks again. provider-kubernetes leaves the Pod of the old
+// name behind, finished: the composed Object stays (nothing that exists is
+// dropped), and the old Pods go with the controller's namespace.
+func PodName(c *spec.Config) string {
+	return podName(c, accessCheckSpec(c))
+}
+
+func podName(c *spec.Config, spec corev1.PodSpec) string {
+	return AccessCheckPod + "-" + accessCheckDigest(c, spec)
+}
+
+func accessCheckDigest(c *spec.Config, spec corev1.PodSpec) string {
+	b, _ := json.Marshal(spec) // a PodSpec always marshals
+	h := sha256.New()
+	h.Write(b)
+	h.Write([]byte{0})
+	h.Write([]byte(c.AccessCheckRun))
+	return hex.EncodeToString(h.Sum(nil))[:10]
 }
 
 // AccessCheckResources are the access check's fixed requests and limits:

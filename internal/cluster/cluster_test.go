@@ -5,7 +5,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/protobuf/types/known/structpb"
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/do-now/function-karpenter/internal/spec"
@@ -13,14 +12,25 @@ import (
 
 func load(t *testing.T, in map[string]any) *spec.Config {
 	t.Helper()
+	return loadClaim(t, nil, in)
+}
+
+// loadClaim loads the claim for prod-eu, with extra spec fields, and the
+// platform's input in.
+func loadClaim(t *testing.T, extra, in map[string]any) *spec.Config {
+	t.Helper()
 	s, err := structpb.NewStruct(in)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, errs := spec.Load(spec.Owner{Namespace: "team-a", Name: "karpenter"}, map[string]any{
+	claim := map[string]any{
 		"cluster":      map[string]any{"name": "prod-eu", "region": "eu-west-3"},
 		"nodeIdentity": map[string]any{"roleArn": "arn:aws:iam::111122223333:role/nodes", "instanceProfile": "nodes"},
-	}, s)
+	}
+	for k, v := range extra {
+		claim[k] = v
+	}
+	c, errs := spec.Load(spec.Owner{Namespace: "team-a", Name: "karpenter"}, claim, s)
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
@@ -40,22 +50,26 @@ func TestAccessCheckRunsAsTheController(t *testing.T) {
 
 	ns := objs[Namespace].(*corev1.Namespace)
 	sa := objs[ServiceAccount].(*corev1.ServiceAccount)
-	job := objs[AccessCheck].(*batchv1.Job)
-	if ns.Name != "karpenter-system" || sa.Namespace != "karpenter-system" || job.Namespace != "karpenter-system" {
-		t.Errorf("namespace %q, ServiceAccount in %q, Job in %q: all must be the association's namespace", ns.Name, sa.Namespace, job.Namespace)
+	check := objs[AccessCheck].(*corev1.Pod)
+	if ns.Name != "karpenter-system" || sa.Namespace != "karpenter-system" || check.Namespace != "karpenter-system" {
+		t.Errorf("namespace %q, ServiceAccount in %q, access check in %q: all must be the association's namespace", ns.Name, sa.Namespace, check.Namespace)
 	}
-	pod := job.Spec.Template.Spec
+	pod := check.Spec
 	if sa.Name != "karpenter-controller" || pod.ServiceAccountName != "karpenter-controller" {
-		t.Errorf("ServiceAccount %q, Job runs as %q: the check must run as the association's service account", sa.Name, pod.ServiceAccountName)
+		t.Errorf("ServiceAccount %q, access check runs as %q: the check must run as the association's service account", sa.Name, pod.ServiceAccountName)
 	}
-	if diff := cmp.Diff([]string{"aws", "sts", "get-caller-identity"}, pod.Containers[0].Command); diff != "" {
+	script, _ := Preflight(c)
+	if diff := cmp.Diff([]string{"/bin/sh", "-c", script}, pod.Containers[0].Command); diff != "" {
 		t.Errorf("command (-want +got):\n%s", diff)
+	}
+	if pod.Containers[0].TerminationMessagePolicy != corev1.TerminationMessageFallbackToLogsOnError {
+		t.Errorf("terminationMessagePolicy %q: a check's words must reach the Pod's status", pod.Containers[0].TerminationMessagePolicy)
 	}
 	if pod.Containers[0].Image != "registry.example/aws-cli:2.31.30" {
 		t.Errorf("image %q, want the platform's", pod.Containers[0].Image)
 	}
-	if *job.Spec.BackoffLimit != 4 || *job.Spec.ActiveDeadlineSeconds != 300 || pod.RestartPolicy != corev1.RestartPolicyNever {
-		t.Errorf("retries must be bounded by the platform: backoffLimit %d, deadline %d, restartPolicy %s", *job.Spec.BackoffLimit, *job.Spec.ActiveDeadlineSeconds, pod.RestartPolicy)
+	if *pod.ActiveDeadlineSeconds != 300 || pod.RestartPolicy != corev1.RestartPolicyNever {
+		t.Errorf("the check runs once, bounded by the platform: deadline %d, restartPolicy %s", *pod.ActiveDeadlineSeconds, pod.RestartPolicy)
 	}
 	if diff := cmp.Diff(map[string]string{"socle.do-now.io/node-group": "system"}, pod.NodeSelector); diff != "" {
 		t.Errorf("nodeSelector (-want +got):\n%s", diff)
@@ -75,5 +89,28 @@ func TestAccessCheckRunsAsTheController(t *testing.T) {
 	}
 	if region != "eu-west-3" {
 		t.Errorf("AWS_REGION %q, want the cluster's region", region)
+	}
+}
+
+// TestAccessCheckRunsAgain: the access check's Pod's name changes when
+// what it checks changes or a new run is asked for, and only then.
+func TestAccessCheckRunsAgain(t *testing.T) {
+	in := map[string]any{"nodes": map[string]any{"privateSubnetTags": map[string]any{"tier": "private"}}}
+	c := load(t, in)
+	name := PodName(c)
+	if again := PodName(load(t, in)); again != name {
+		t.Fatalf("the same claim and input: %s, then %s", name, again)
+	}
+	if pod := Manifests(c)[AccessCheck].(*corev1.Pod); pod.Name != name {
+		t.Errorf("Pod %s, want %s", pod.Name, name)
+	}
+	rerun := load(t, in)
+	rerun.AccessCheckRun = "2026-12-01"
+	if PodName(rerun) == name {
+		t.Error("a new socle.do-now.io/access-check-run value does not run the check again")
+	}
+	retagged := load(t, map[string]any{"nodes": map[string]any{"privateSubnetTags": map[string]any{"tier": "app"}}})
+	if PodName(retagged) == name {
+		t.Error("new subnet tags, which the check looks for, do not run it again")
 	}
 }

@@ -214,3 +214,50 @@ func merge(ms ...map[string]string) map[string]string {
 	}
 	return out
 }
+
+// A Selection is what one pool's EC2NodeClass selects and launches with,
+// as the preflight must prove Karpenter will find it: the same terms, read
+// from the same EC2NodeClass the pool is patched with.
+type Selection struct {
+	Pool string
+	// SubnetTags select its subnets.
+	SubnetTags map[string]string
+	// SecurityGroupTags or SecurityGroupName select its security groups.
+	SecurityGroupTags map[string]string
+	SecurityGroupName string
+	// AMIAlias is its pinned AL2023 alias (al2023@vYYYYMMDD or
+	// al2023@latest); Architectures the ones it may launch.
+	AMIAlias      string
+	Architectures []string
+	// Tags are what Karpenter tags its instances with, besides its own.
+	Tags map[string]string
+}
+
+// Selections are the enabled pools' selections, the private pool first.
+func Selections(c *spec.Config) []Selection {
+	pools := []struct {
+		name string
+		p    v1alpha1.Pool
+	}{{Private, c.Spec.Pools.Private}, {Public, c.Spec.Pools.Public.Pool}}
+	if !c.PublicEnabled() {
+		pools = pools[:1]
+	}
+	out := make([]Selection, 0, len(pools))
+	for _, p := range pools {
+		nc := nodeClass(c, p.name)
+		arch := make([]string, len(p.p.Architectures))
+		for i, a := range p.p.Architectures {
+			arch[i] = string(a)
+		}
+		s := Selection{
+			Pool:          p.name,
+			SubnetTags:    nc.Spec.SubnetSelectorTerms[0].Tags,
+			AMIAlias:      nc.Spec.AMISelectorTerms[0].Alias,
+			Architectures: arch,
+			Tags:          nc.Spec.Tags,
+		}
+		s.SecurityGroupTags, s.SecurityGroupName = nc.Spec.SecurityGroupSelectorTerms[0].Tags, nc.Spec.SecurityGroupSelectorTerms[0].Name
+		out = append(out, s)
+	}
+	return out
+}

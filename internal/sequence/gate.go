@@ -163,8 +163,8 @@ func (s Step) observe(name resource.Name, desired runtime.Object, ocd resource.O
 	if !scope.IsObject(ocd.Resource.GroupVersionKind().GroupKind()) {
 		return h
 	}
-	if kind, _ := ocd.Resource.GetString("status.atProvider.manifest.kind"); kind == "Job" {
-		return h // a Job is Ready once it completed, whatever changed since
+	if kind, _ := ocd.Resource.GetString("status.atProvider.manifest.kind"); kind == "Pod" {
+		return h // the access check: its Pod's name changes with its spec
 	}
 	cd, ok := desired.(*composed.Unstructured)
 	if !ok {

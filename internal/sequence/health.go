@@ -2,6 +2,7 @@ package sequence
 
 import (
 	"fmt"
+	"strings"
 
 	xpv1 "github.com/crossplane/crossplane-runtime/v2/apis/common/v1"
 	"github.com/crossplane/function-sdk-go/resource"
@@ -20,16 +21,17 @@ type Health struct {
 
 // Observe reads an observed resource's readiness from its real status: a
 // managed resource or a provider-kubernetes Object has Ready=True, and when
-// an Object carries a Job, the Job as observed in the claimed cluster has
-// completed. An Object that is not Ready also says why the object it
-// observes is not (a Kustomization's failed health check, say).
+// an Object carries a Pod (the access check), the Pod as observed in the
+// claimed cluster has succeeded. An Object that is not Ready also says why
+// the object it observes is not (a Kustomization's failed health check, a
+// failed check's own words, say).
 func Observe(ocd resource.ObservedComposed) Health {
 	r := ocd.Resource
 	h := Health{Ready: ConditionOf(r, xpv1.TypeReady).Status == corev1.ConditionTrue}
 	object := scope.IsObject(r.GroupVersionKind().GroupKind())
 	if object {
-		if kind, _ := r.GetString("status.atProvider.manifest.kind"); kind == "Job" {
-			h = observeJob(r)
+		if kind, _ := r.GetString("status.atProvider.manifest.kind"); kind == "Pod" {
+			h = observePod(r)
 		}
 	}
 	if h.Ready {
@@ -56,25 +58,50 @@ func remoteReady(r *composed.Unstructured) []string {
 	return []string{fmt.Sprintf("%s Ready=False (%s): %s", rm.Kind, rm.Ready.Reason, rm.Ready.Message)}
 }
 
-// observeJob reads the Job a provider-kubernetes Object observed: Ready
-// once Complete, a problem once Failed, whatever the Object's own Ready
-// says (a Job that failed is still "created").
-func observeJob(r *composed.Unstructured) Health {
-	var conditions []map[string]any
-	if err := r.GetValueInto("status.atProvider.manifest.status.conditions", &conditions); err != nil {
+// observePod reads the Pod a provider-kubernetes Object observed: Ready
+// once Succeeded, whatever the Object's own Ready says; once Failed, its
+// container's exit code and termination message (where the access check
+// names the check that failed, with AWS's words) are the problem; while it
+// waits, why (an image that cannot be pulled, a ServiceAccount missing).
+func observePod(r *composed.Unstructured) Health {
+	var pod struct {
+		Status struct {
+			Phase             string `json:"phase"`
+			Reason            string `json:"reason"`
+			Message           string `json:"message"`
+			ContainerStatuses []struct {
+				State struct {
+					Waiting *struct {
+						Reason  string `json:"reason"`
+						Message string `json:"message"`
+					} `json:"waiting"`
+					Terminated *struct {
+						ExitCode int    `json:"exitCode"`
+						Reason   string `json:"reason"`
+						Message  string `json:"message"`
+					} `json:"terminated"`
+				} `json:"state"`
+			} `json:"containerStatuses"`
+		} `json:"status"`
+	}
+	if err := r.GetValueInto("status.atProvider.manifest", &pod); err != nil {
 		return Health{}
 	}
+	st := pod.Status
+	if st.Phase == string(corev1.PodSucceeded) {
+		return Health{Ready: true}
+	}
 	var h Health
-	for _, c := range conditions {
-		if c["status"] != string(corev1.ConditionTrue) {
-			continue
+	for _, cs := range st.ContainerStatuses {
+		switch t, w := cs.State.Terminated, cs.State.Waiting; {
+		case t != nil && t.ExitCode != 0:
+			h.Problems = append(h.Problems, fmt.Sprintf("Pod failed (exit %d, %s): %s", t.ExitCode, t.Reason, strings.TrimSpace(t.Message)))
+		case w != nil && w.Reason != "" && w.Reason != "ContainerCreating":
+			h.Problems = append(h.Problems, fmt.Sprintf("Pod waiting (%s): %s", w.Reason, w.Message))
 		}
-		switch c["type"] {
-		case "Complete":
-			h.Ready = true
-		case "Failed":
-			h.Problems = append(h.Problems, fmt.Sprintf("Job failed (%v): %v", c["reason"], c["message"]))
-		}
+	}
+	if len(h.Problems) == 0 && st.Phase == string(corev1.PodFailed) {
+		h.Problems = append(h.Problems, fmt.Sprintf("Pod failed (%s): %s", st.Reason, st.Message))
 	}
 	return h
 }

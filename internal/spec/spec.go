@@ -61,6 +61,9 @@ type Config struct {
 	// VersionDefaulted is true when the claim names no version and has the
 	// platform's default: such a claim follows the default up, never down.
 	VersionDefaulted bool
+	// AccessCheckRun is the XR's socle.do-now.io/access-check-run
+	// annotation: a new value runs the access check again.
+	AccessCheckRun string
 
 	// XR is the composite this call composes for, and its API. The
 	// function sets it from the observed XR; Load does not read it.

@@ -112,7 +112,7 @@ var fluxCRDs = []string{
 var k8sSchemas = []string{
 	"v1_Namespace.yaml",
 	"v1_ServiceAccount.yaml",
-	"batch_v1_Job.yaml",
+	"v1_Pod.yaml",
 }
 
 func env(t *testing.T, name string) string {

@@ -22,28 +22,24 @@ func TestValidateCatchesMistakes(t *testing.T) {
 	tmp := t.TempDir()
 	extensions := extensionsDir(t, root, tmp)
 
-	const job = `apiVersion: batch/v1
-kind: Job
+	const pod = `apiVersion: v1
+kind: Pod
 metadata:
   name: check
   namespace: karpenter
 spec:
-  backoffLimit: 6
-  template:
-    metadata:
-      creationTimestamp: null
-    spec:
-      restartPolicy: Never
-      serviceAccountName: karpenter
-      containers:
-      - name: aws
-        image: public.ecr.aws/aws-cli/aws-cli:2.31.30
-        resources:
-          requests:
-            cpu: 100m
-            memory: 64Mi
-        ports:
-        - containerPort: 8080
+  activeDeadlineSeconds: 600
+  restartPolicy: Never
+  serviceAccountName: karpenter
+  containers:
+  - name: aws
+    image: public.ecr.aws/aws-cli/aws-cli:2.31.30
+    resources:
+      requests:
+        cpu: 100m
+        memory: 64Mi
+    ports:
+    - containerPort: 8080
 `
 	const namespace = `apiVersion: v1
 kind: Namespace
@@ -75,34 +71,34 @@ spec:
 		object string
 		want   string // in the report; empty: the object is valid
 	}{
-		{name: "valid Job", object: job},
+		{name: "valid Pod", object: pod},
 		{name: "valid Namespace", object: namespace},
 		{name: "valid ServiceAccount", object: serviceAccount},
 		{name: "valid Kustomization", object: kustomization},
 		{
-			name:   "Job with an unknown field in its pod spec",
-			object: strings.Replace(job, "      restartPolicy: Never\n", "      restartPolicy: Never\n      restartPolicyy: Never\n", 1),
-			want:   `spec.template.spec.restartPolicyy: Invalid value: "restartPolicyy": unknown field: "restartPolicyy"`,
+			name:   "Pod with an unknown field in its spec",
+			object: strings.Replace(pod, "  restartPolicy: Never\n", "  restartPolicy: Never\n  restartPolicyy: Never\n", 1),
+			want:   `spec.restartPolicyy: Invalid value: "restartPolicyy": unknown field: "restartPolicyy"`,
 		},
 		{
-			name:   "Job with an unknown field in a container port",
-			object: strings.Replace(job, "        - containerPort: 8080\n", "        - containerPort: 8080\n          hostname: x\n", 1),
-			want:   `spec.template.spec.containers[0].ports[0].hostname: Invalid value: "hostname": unknown field: "hostname"`,
+			name:   "Pod with an unknown field in a container port",
+			object: strings.Replace(pod, "    - containerPort: 8080\n", "    - containerPort: 8080\n      hostname: x\n", 1),
+			want:   `spec.containers[0].ports[0].hostname: Invalid value: "hostname": unknown field: "hostname"`,
 		},
 		{
-			name:   "Job with a string backoffLimit",
-			object: strings.Replace(job, "backoffLimit: 6", `backoffLimit: "6"`, 1),
-			want:   `spec.backoffLimit in body must be of type integer: "string"`,
+			name:   "Pod with a string activeDeadlineSeconds",
+			object: strings.Replace(pod, "activeDeadlineSeconds: 600", `activeDeadlineSeconds: "600"`, 1),
+			want:   `spec.activeDeadlineSeconds in body must be of type integer: "string"`,
 		},
 		{
-			name:   "Job with a malformed quantity",
-			object: strings.Replace(job, "memory: 64Mi", "memory: 64 MB", 1),
-			want:   `spec.template.spec.containers[0].resources.requests.memory: Invalid value: "64 MB"`,
+			name:   "Pod with a malformed quantity",
+			object: strings.Replace(pod, "memory: 64Mi", "memory: 64 MB", 1),
+			want:   `spec.containers[0].resources.requests.memory: Invalid value: "64 MB"`,
 		},
 		{
-			name:   "Job without containers",
-			object: job[:strings.Index(job, "      containers:\n")],
-			want:   `spec.template.spec.containers: Required value`,
+			name:   "Pod without containers",
+			object: pod[:strings.Index(pod, "  containers:\n")],
+			want:   `spec.containers: Required value`,
 		},
 		{
 			name:   "Namespace with spec.bogus",

@@ -234,17 +234,23 @@ type Versions struct {
 	Default string `json:"default,omitempty"`
 }
 
-// AccessCheck configures the access-check Job.
+// AccessCheck configures the access check: the preflight Pod that proves,
+// under the controller's ServiceAccount, what Karpenter will do with its
+// role, before the controller starts.
 type AccessCheck struct {
-	// Image with the AWS CLI, pinned.
+	// Image with the AWS CLI and a POSIX shell, pinned.
 	// +optional
 	Image string `json:"image,omitempty"`
-	// BackoffLimit is how many failed attempts the Job retries.
+	// BackoffLimit is no longer used: the check is a Pod, run once for
+	// what it checks; a failed check is run again from the claim
+	// (annotation socle.do-now.io/access-check-run). Kept so existing
+	// input stays valid.
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=20
 	// +optional
 	BackoffLimit *int32 `json:"backoffLimit,omitempty"`
-	// ActiveDeadlineSeconds bounds the whole check.
+	// ActiveDeadlineSeconds bounds the whole check: the Pod's
+	// activeDeadlineSeconds.
 	// +kubebuilder:validation:Minimum=30
 	// +kubebuilder:validation:Maximum=3600
 	// +optional
