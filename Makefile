@@ -30,9 +30,9 @@ generate: $(CONTROLLER_GEN) ## Regenerate deepcopy, the XRD and the input CRD fr
 
 .PHONY: check-generated
 check-generated: generate ## Fail when the committed generated files differ from apis/.
-	@if [ -n "$$(git status --porcelain -- apis package)" ]; then \
+	@if [ -n "$$(git status --porcelain -- apis package examples/gitops/monitoring)" ]; then \
 	  echo "generated files are stale or hand-edited; run make generate and commit:" >&2; \
-	  git status --porcelain -- apis package >&2; git --no-pager diff -- apis package | head -50 >&2; exit 1; fi
+	  git status --porcelain -- apis package examples/gitops/monitoring >&2; git --no-pager diff -- apis package examples/gitops/monitoring | head -50 >&2; exit 1; fi
 
 .PHONY: test
 test: check-generated unit fuzz render-test package-test flux-test e2e-test ## Run every test.

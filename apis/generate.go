@@ -11,3 +11,4 @@ package apis
 //go:generate go run ../hack/xrdgen -crd ../.cache/generated/platform.socle.do-now.io_xkarpenters.yaml -out definition-namespaced.yaml -scope Namespaced -group platform.m.socle.do-now.io -kind Karpenter -plural karpenters -default-composition karpenter.platform.m.socle.do-now.io
 //go:generate go run ../hack/compositiongen -in composition.yaml -out composition-namespaced.yaml -name karpenter.platform.m.socle.do-now.io -composite-api-version platform.m.socle.do-now.io/v1alpha1 -composite-kind Karpenter
 //go:generate cp ../.cache/generated/karpenter.fn.socle.do-now.io_inputs.yaml ../package/input/karpenter.fn.socle.do-now.io_inputs.yaml
+//go:generate go run ../hack/monitoringgen -out ../examples/gitops/monitoring

@@ -29,8 +29,10 @@ var (
 	}
 	step3 = []string{"access-check", "controller-namespace", "controller-service-account"}
 	step4 = []string{"controller-kustomization"}
-	step5 = []string{"nodes-kustomization"}
-	steps = []string{"IdentityAndQueueReady", "InterruptionWiringReady", "AccessCheckReady", "ControllerReady", "NodePoolsReady"}
+	// step5 is the node pools and, beside them, the monitoring: both wait
+	// for the controller only.
+	step5 = []string{"monitoring-kustomization", "nodes-kustomization"}
+	steps = []string{"IdentityAndQueueReady", "InterruptionWiringReady", "AccessCheckReady", "ControllerReady", "MonitoringReady", "NodePoolsReady"}
 )
 
 // wantConditions is the state of every step: ready ones Available, the
@@ -45,7 +47,8 @@ func wantConditions(ready int, first string) map[string]cond {
 		switch {
 		case i < ready:
 			out[s] = cond{fnv1.Status_STATUS_CONDITION_TRUE, "Available"}
-		case i == ready:
+		case i == ready, i == ready+1 && steps[ready] == "MonitoringReady":
+			// The node pools do not wait for the monitoring beside them.
 			out[s] = cond{fnv1.Status_STATUS_CONDITION_FALSE, first}
 		default:
 			out[s] = cond{fnv1.Status_STATUS_CONDITION_FALSE, "WaitingForPrerequisites"}
@@ -283,7 +286,7 @@ func walkToReady(t *testing.T, a api) {
 	all := union(step1, step2, step3, step4, step5)
 	rsp = call(observed)
 	allUsages := union(targetUsages, controllerUsages, nodesUsages)
-	round{desired: all, usages: allUsages, ready: all, conditions: wantConditions(5, ""), xrReady: true}.check(t, "everything Ready", rsp)
+	round{desired: all, usages: allUsages, ready: all, conditions: wantConditions(6, ""), xrReady: true}.check(t, "everything Ready", rsp)
 	wantStatus := map[string]any{
 		"roleArn": wantRoleARN,
 		"queue": map[string]any{
@@ -366,7 +369,7 @@ func TestEventsOnlyOnTransitions(t *testing.T) {
 		"FirstCall": {
 			reason: "A new XR shows no step conditions: each step's state, and its version's, is news.",
 			req:    aRequest(t).build(),
-			want:   6,
+			want:   7,
 		},
 		"NothingChanged": {
 			reason: "The XR already shows every step as it is: no event.",
@@ -375,6 +378,7 @@ func TestEventsOnlyOnTransitions(t *testing.T) {
 				withXRCondition("InterruptionWiringReady", "False", "WaitingForPrerequisites").
 				withXRCondition("AccessCheckReady", "False", "WaitingForPrerequisites").
 				withXRCondition("ControllerReady", "False", "WaitingForPrerequisites").
+				withXRCondition("MonitoringReady", "False", "WaitingForPrerequisites").
 				withXRCondition("NodePoolsReady", "False", "WaitingForPrerequisites").
 				withXRCondition("VersionReady", "False", "Installing").build(),
 			want: 0,
@@ -386,6 +390,7 @@ func TestEventsOnlyOnTransitions(t *testing.T) {
 				withXRCondition("InterruptionWiringReady", "False", "WaitingForPrerequisites").
 				withXRCondition("AccessCheckReady", "False", "WaitingForPrerequisites").
 				withXRCondition("ControllerReady", "False", "WaitingForPrerequisites").
+				withXRCondition("MonitoringReady", "False", "WaitingForPrerequisites").
 				withXRCondition("NodePoolsReady", "False", "WaitingForPrerequisites").
 				withXRCondition("VersionReady", "False", "Installing").build(),
 			want: 1,

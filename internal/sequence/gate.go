@@ -28,6 +28,9 @@ type Step struct {
 	// Needs orders resources within the step: a resource is emitted only
 	// once the siblings it names are Ready (or once it exists).
 	Needs map[resource.Name][]resource.Name
+	// Beside: the steps after this one do not wait for it; it waits for
+	// the steps before it, and the XR for it.
+	Beside bool
 	// NotReady are resources counted unready whatever they report, each
 	// with why: an upgrade's say (AWS reports another policy than the one
 	// the next steps need).
@@ -141,7 +144,7 @@ func Run(steps []Step, observed map[resource.Name]resource.ObservedComposed, lab
 		out.Conditions = append(out.Conditions, c)
 		if !c.Ready {
 			out.Ready = false
-			if blockedBy == nil {
+			if blockedBy == nil && !s.Beside {
 				blockedBy = append([]string{s.Condition}, pending...)
 			}
 		}

@@ -2,6 +2,7 @@ package sequence
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/crossplane/function-sdk-go/resource"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -19,6 +20,7 @@ const (
 	WiringReady      = "InterruptionWiringReady"
 	AccessCheckReady = "AccessCheckReady"
 	ControllerReady  = "ControllerReady"
+	MonitoringReady  = "MonitoringReady"
 	NodePoolsReady   = "NodePoolsReady"
 )
 
@@ -62,9 +64,19 @@ func Steps(c *spec.Config, o awsres.Observed, p Parts) []Step {
 			Build:     func() (map[resource.Name]runtime.Object, error) { return flux.Controller(c, p.Controller) },
 		},
 		{
+			Condition: MonitoringReady,
+			Build:     func() (map[resource.Name]runtime.Object, error) { return flux.Monitoring(c) },
+			// Alerts matter most when the pools are in trouble: the
+			// node pools do not wait for the monitoring.
+			Beside: true,
+		},
+		{
 			Condition: NodePoolsReady,
 			Build:     func() (map[resource.Name]runtime.Object, error) { return flux.Nodes(c, p.Nodes) },
 		},
+	}
+	if !*c.Input.Monitoring.Enabled {
+		steps = slices.DeleteFunc(steps, func(s Step) bool { return s.Condition == MonitoringReady })
 	}
 	for i := range steps {
 		steps[i].NotReady = p.NotReady

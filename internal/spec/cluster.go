@@ -4,6 +4,7 @@ import (
 	"maps"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -22,6 +23,8 @@ const (
 	DefaultSourceName             = "flux-system"
 	DefaultControllerPath         = "./examples/gitops/controller"
 	DefaultNodesPath              = "./examples/gitops/nodes"
+	DefaultMonitoringPath         = "./examples/gitops/monitoring"
+	DefaultNearLimitsRatio        = "0.9"
 	DefaultFluxInterval           = "10m"
 	DefaultFluxTimeout            = "10m"
 	DefaultAccessCheckImage       = "public.ecr.aws/aws-cli/aws-cli:2.31.30"
@@ -42,6 +45,10 @@ var (
 
 var sourceKinds = []string{"GitRepository", "OCIRepository", "Bucket"}
 
+// nearLimitsRatio is a plain decimal, as PromQL and the claim's condition
+// read it: no exponent, no sign.
+var nearLimitsRatio = regexp.MustCompile(`^(0?\.[0-9]+|1(\.0+)?)$`)
+
 func defaultCluster(in *v1beta1.Input) {
 	f := &in.Flux
 	setDefault(&f.Namespace, DefaultFluxNamespace)
@@ -50,8 +57,16 @@ func defaultCluster(in *v1beta1.Input) {
 	setDefault(&f.SourceRef.Namespace, f.Namespace)
 	setDefault(&f.ControllerPath, DefaultControllerPath)
 	setDefault(&f.NodesPath, DefaultNodesPath)
+	setDefault(&f.MonitoringPath, DefaultMonitoringPath)
 	setDefault(&f.Interval, DefaultFluxInterval)
 	setDefault(&f.Timeout, DefaultFluxTimeout)
+
+	m := &in.Monitoring
+	if m.Enabled == nil {
+		on := true
+		m.Enabled = &on
+	}
+	setDefault(&m.NearLimitsRatio, DefaultNearLimitsRatio)
 
 	a := &in.AccessCheck
 	setDefault(&a.Image, DefaultAccessCheckImage)
@@ -105,6 +120,15 @@ func (c *Config) SubnetClusterTag() (key, value string, ok bool) {
 	return r.Replace(t.Key), r.Replace(t.Value), true
 }
 
+// MonitoringNamespace is where the monitoring objects go: the platform's
+// choice, or the controller's namespace.
+func (c *Config) MonitoringNamespace() string {
+	if ns := c.Input.Monitoring.Namespace; ns != "" {
+		return ns
+	}
+	return c.Input.PodIdentity.Namespace
+}
+
 func setDefault(s *string, v string) {
 	if *s == "" {
 		*s = v
@@ -118,7 +142,7 @@ func validateCluster(in v1beta1.Input) field.ErrorList {
 	f := p.Child("flux")
 	errs = append(errs, dnsLabel(f.Child("namespace"), in.Flux.Namespace)...)
 	errs = append(errs, validateSourceRef(f.Child("sourceRef"), in.Flux.SourceRef, false)...)
-	for name, path := range map[string]string{"controllerPath": in.Flux.ControllerPath, "nodesPath": in.Flux.NodesPath} {
+	for name, path := range map[string]string{"controllerPath": in.Flux.ControllerPath, "nodesPath": in.Flux.NodesPath, "monitoringPath": in.Flux.MonitoringPath} {
 		if !strings.HasPrefix(path, "./") || strings.Contains(path, "..") {
 			errs = append(errs, field.Invalid(f.Child(name), path, "must be a relative path inside the source, starting with ./"))
 		}
@@ -127,6 +151,22 @@ func validateCluster(in v1beta1.Input) field.ErrorList {
 		if v, err := time.ParseDuration(d); err != nil || v <= 0 {
 			errs = append(errs, field.Invalid(f.Child(name), d, "must be a positive Go duration such as 10m"))
 		}
+	}
+
+	m := p.Child("monitoring")
+	if in.Monitoring.Namespace != "" {
+		errs = append(errs, dnsLabel(m.Child("namespace"), in.Monitoring.Namespace)...)
+	}
+	for k, v := range in.Monitoring.Labels {
+		for _, msg := range validation.IsQualifiedName(k) {
+			errs = append(errs, field.Invalid(m.Child("labels").Key(k), k, msg))
+		}
+		for _, msg := range validation.IsValidLabelValue(v) {
+			errs = append(errs, field.Invalid(m.Child("labels").Key(k), v, msg))
+		}
+	}
+	if r, err := strconv.ParseFloat(in.Monitoring.NearLimitsRatio, 64); err != nil || !nearLimitsRatio.MatchString(in.Monitoring.NearLimitsRatio) || r <= 0 || r > 1 {
+		errs = append(errs, field.Invalid(m.Child("nearLimitsRatio"), in.Monitoring.NearLimitsRatio, "must be a decimal in (0, 1], such as 0.9"))
 	}
 
 	c := p.Child("controller")

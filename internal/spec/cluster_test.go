@@ -18,11 +18,12 @@ func TestClusterDefaults(t *testing.T) {
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
-	backoff, deadline, suffix := int32(6), int64(600), "-public-nodes"
+	backoff, deadline, suffix, on := int32(6), int64(600), "-public-nodes", true
 	want := struct {
 		Flux        v1beta1.Flux
 		Controller  v1beta1.Controller
 		AccessCheck v1beta1.AccessCheck
+		Monitoring  v1beta1.Monitoring
 		Nodes       v1beta1.Nodes
 	}{
 		Flux: v1beta1.Flux{
@@ -30,6 +31,7 @@ func TestClusterDefaults(t *testing.T) {
 			SourceRef:      v1beta1.SourceRef{Kind: "GitRepository", Name: "flux-system", Namespace: "flux-system"},
 			ControllerPath: "./examples/gitops/controller",
 			NodesPath:      "./examples/gitops/nodes",
+			MonitoringPath: "./examples/gitops/monitoring",
 			Interval:       "10m",
 			Timeout:        "10m",
 		},
@@ -38,6 +40,7 @@ func TestClusterDefaults(t *testing.T) {
 			Limits:   corev1.ResourceList{"cpu": resource.MustParse("1"), "memory": resource.MustParse("1Gi")},
 		}},
 		AccessCheck: v1beta1.AccessCheck{Image: "public.ecr.aws/aws-cli/aws-cli:2.31.30", BackoffLimit: &backoff, ActiveDeadlineSeconds: &deadline},
+		Monitoring:  v1beta1.Monitoring{Enabled: &on, NearLimitsRatio: "0.9"},
 		Nodes: v1beta1.Nodes{
 			PrivateSubnetTags:         map[string]string{"kubernetes.io/role/internal-elb": "1"},
 			PublicSubnetTags:          map[string]string{"kubernetes.io/role/elb": "1"},
@@ -47,7 +50,7 @@ func TestClusterDefaults(t *testing.T) {
 		},
 	}
 	got := want
-	got.Flux, got.Controller, got.AccessCheck, got.Nodes = c.Input.Flux, c.Input.Controller, c.Input.AccessCheck, c.Input.Nodes
+	got.Flux, got.Controller, got.AccessCheck, got.Monitoring, got.Nodes = c.Input.Flux, c.Input.Controller, c.Input.AccessCheck, c.Input.Monitoring, c.Input.Nodes
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("cluster defaults: -want, +got:\n%s", diff)
 	}

@@ -333,6 +333,26 @@ func TestLoadInvalid(t *testing.T) {
 			input:  input(map[string]any{"podIdentity": map[string]any{"namespace": "kube.karpenter"}}),
 			want:   []errorID{invalid("input.podIdentity.namespace")},
 		},
+		"MonitoringInvalid": {
+			reason: "The monitoring objects' namespace is a DNS label, their labels are labels, and the near-limits ratio a plain decimal in (0, 1].",
+			spec:   xr(),
+			input: input(map[string]any{"monitoring": map[string]any{
+				"namespace": "Monitoring", "labels": map[string]any{"release": "kube prometheus"}, "nearLimitsRatio": "90%",
+			}}),
+			want: []errorID{invalid("input.monitoring.labels[release]"), invalid("input.monitoring.namespace"), invalid("input.monitoring.nearLimitsRatio")},
+		},
+		"NearLimitsRatioAboveOne": {
+			reason: "A pool cannot be near its limits past them.",
+			spec:   xr(),
+			input:  input(map[string]any{"monitoring": map[string]any{"nearLimitsRatio": "1.5"}}),
+			want:   []errorID{invalid("input.monitoring.nearLimitsRatio")},
+		},
+		"NearLimitsRatioZero": {
+			reason: "A ratio of zero would call every pool near its limits.",
+			spec:   xr(),
+			input:  input(map[string]any{"monitoring": map[string]any{"nearLimitsRatio": "0.0"}}),
+			want:   []errorID{invalid("input.monitoring.nearLimitsRatio")},
+		},
 		"ServiceAccountInvalid": {
 			reason: "A service account name is a DNS subdomain: no spaces.",
 			spec:   xr(),
@@ -569,7 +589,7 @@ func TestLoadValid(t *testing.T) {
 			ignore := cmp.Options{
 				cmpopts.IgnoreFields(Config{}, "Names", "Owner", "Pools", "VersionDefaulted"), // TestVersions checks it
 				cmpopts.IgnoreFields(v1alpha1.XKarpenterSpec{}, "Pools"),
-				cmpopts.IgnoreFields(v1beta1.Input{}, "Flux", "Controller", "AccessCheck", "Nodes", "Pools"),
+				cmpopts.IgnoreFields(v1beta1.Input{}, "Flux", "Controller", "AccessCheck", "Monitoring", "Nodes", "Pools"),
 			}
 			if diff := cmp.Diff(tc.want.config, c, ignore); diff != "" {
 				t.Errorf("\n%s\nLoad(...): -want, +got:\n%s", tc.reason, diff)

@@ -80,10 +80,15 @@ type Input struct {
 	// +optional
 	Controller Controller `json:"controller,omitempty"`
 
-	// AccessCheck is the Job that proves the controller's AWS credentials
-	// arrive before the controller starts.
+	// AccessCheck is the preflight that proves, before the controller
+	// starts, what Karpenter will do with its role.
 	// +optional
 	AccessCheck AccessCheck `json:"accessCheck,omitempty"`
+
+	// Monitoring is what ships with the controller: its alert rules, the
+	// PodMonitor that scrapes it and its Grafana dashboards.
+	// +optional
+	Monitoring Monitoring `json:"monitoring,omitempty"`
 
 	// Nodes are the platform's settings of the node pools.
 	// +optional
@@ -187,6 +192,11 @@ type Flux struct {
 	// +kubebuilder:default="./examples/gitops/nodes"
 	// +optional
 	NodesPath string `json:"nodesPath,omitempty"`
+	// MonitoringPath is the path of the monitoring base in the source
+	// (alert rules, PodMonitor, dashboards).
+	// +kubebuilder:default="./examples/gitops/monitoring"
+	// +optional
+	MonitoringPath string `json:"monitoringPath,omitempty"`
 	// Interval of reconciliation, and Timeout of one apply with its health
 	// checks, as Go durations.
 	// +kubebuilder:default="10m"
@@ -232,6 +242,32 @@ type Versions struct {
 	// when empty. Changing it upgrades those claims, in order.
 	// +optional
 	Default string `json:"default,omitempty"`
+}
+
+// Monitoring says whether and where Karpenter's alert rules (a
+// PrometheusRule), its scrape (a PodMonitor) and its Grafana dashboards
+// (ConfigMaps labelled grafana_dashboard: "1") are installed in the claimed
+// cluster: by a third Kustomization, once the controller's is Ready.
+type Monitoring struct {
+	// Enabled installs them; on unless set false.
+	// +optional
+	Enabled *bool `json:"enabled,omitempty"`
+	// Namespace they are created in, where the platform's Prometheus and
+	// Grafana look; the controller's namespace when empty.
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+	// Labels every one of them carries, as the platform's Prometheus
+	// selects rules and monitors (kube-prometheus-stack: release: <its
+	// release>).
+	// +optional
+	Labels map[string]string `json:"labels,omitempty"`
+	// NearLimitsRatio is the share of a pool's CPU or memory limit at which
+	// the pool is near its limits: the alert fires and the claim's
+	// PoolsWithinLimits condition turns False. A decimal in (0, 1].
+	// +kubebuilder:default="0.9"
+	// +kubebuilder:validation:Pattern=`^(0?\.[0-9]*[1-9][0-9]*|1(\.0+)?)$`
+	// +optional
+	NearLimitsRatio string `json:"nearLimitsRatio,omitempty"`
 }
 
 // AccessCheck configures the access check: the preflight Pod that proves,
