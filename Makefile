@@ -53,8 +53,8 @@ render-test: $(CROSSPLANE) $(CROSSPLANE_VALIDATE_SEED) provider-aws-crds provide
 	$(RENDER_ENV) go test $(GO_TEST_FLAGS) -tags render ./test/render/...
 
 .PHONY: flux-test
-flux-test: ## What Flux would apply: kustomize build + Karpenter CRD validation (CEL included), the chart rendered with the values.
-	cd test/flux && go vet ./... && go test $(GO_TEST_FLAGS) ./...
+flux-test: $(PROMTOOL) ## What Flux would apply: kustomize build + Karpenter and prometheus-operator CRD validation (CEL included), the chart rendered with the values, the alert rules through promtool, every metric read from Karpenter's sources.
+	cd test/flux && go vet ./... && PROMTOOL=$(PROMTOOL) go test $(GO_TEST_FLAGS) ./...
 
 .PHONY: update-golden
 update-golden: $(CROSSPLANE) $(CROSSPLANE_VALIDATE_SEED) provider-aws-crds provider-kubernetes-crds flux-crds k8s-schemas ## Rewrite fixtures and golden render output.

@@ -20,16 +20,20 @@ TOOLS_DIR := $(CURDIR)/tools
 CROSSPLANE_VERSION := v2.2.1
 CONTROLLER_GEN_VERSION := v0.20.1
 CRANE_VERSION := v0.22.1
+# Prometheus 3.16.0's module version.
+PROMTOOL_VERSION := v0.316.0
 
 CROSSPLANE := $(TOOLS_BIN)/crossplane-$(CROSSPLANE_VERSION)
 CONTROLLER_GEN := $(TOOLS_BIN)/controller-gen-$(CONTROLLER_GEN_VERSION)
 CRANE := $(TOOLS_BIN)/crane-$(CRANE_VERSION)
+PROMTOOL := $(TOOLS_BIN)/promtool-$(PROMTOOL_VERSION)
 
 CROSSPLANE_MODULE := github.com/crossplane/crossplane/v2
 CONTROLLER_GEN_MODULE := sigs.k8s.io/controller-tools
 CRANE_MODULE := github.com/google/go-containerregistry
+PROMTOOL_MODULE := github.com/prometheus/prometheus
 
-# $(call build-tool,WRAPPER_DIR,MODULE,VERSION,PACKAGE[,LDFLAGS])
+# $(call build-tool,WRAPPER_DIR,MODULE,VERSION,PACKAGE[,LDFLAGS[,TAGS]])
 # Checks the wrapper pins VERSION, builds into a temporary file and renames it, so an interrupted
 # build never leaves a half-written binary that make would take as up to date.
 define build-tool
@@ -37,7 +41,7 @@ define build-tool
 	@got=$$(cd $(TOOLS_DIR)/$(1) && go list -m -f '{{.Version}}' $(2)) && \
 	  if [ "$$got" != "$(3)" ]; then \
 	    echo "tools/$(1)/go.mod pins $(2) $$got, hack/tools.mk expects $(3)" >&2; exit 1; fi
-	cd $(TOOLS_DIR)/$(1) && CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags '-s -w $(5)' -o $@.tmp $(4)
+	cd $(TOOLS_DIR)/$(1) && CGO_ENABLED=0 go build -trimpath -buildvcs=false -tags '$(6)' -ldflags '-s -w $(5)' -o $@.tmp $(4)
 	@mv -f $@.tmp $@
 endef
 
@@ -50,8 +54,12 @@ $(CONTROLLER_GEN):
 $(CRANE):
 	$(call build-tool,crane,$(CRANE_MODULE),$(CRANE_VERSION),$(CRANE_MODULE)/cmd/crane)
 
+# promtool checks and unit-tests the alert rules (test/flux).
+$(PROMTOOL):
+	$(call build-tool,promtool,$(PROMTOOL_MODULE),$(PROMTOOL_VERSION),$(PROMTOOL_MODULE)/cmd/promtool,-X github.com/prometheus/common/version.Version=3.16.0,remove_all_sd)
+
 .PHONY: tools
-tools: $(CROSSPLANE) $(CONTROLLER_GEN) $(CRANE)
+tools: $(CROSSPLANE) $(CONTROLLER_GEN) $(CRANE) $(PROMTOOL)
 
 # --- crossplane beta validate, offline ---------------------------------------------------------
 # validate always loads the schemas of the Crossplane image it is told about, from

@@ -193,7 +193,27 @@ func fluxBuild(t *testing.T, k *kustomizev1.Kustomization) []*unstructured.Unstr
 	if err != nil {
 		t.Fatal(err)
 	}
-	return decodeObjects(t, b)
+	objs := decodeObjects(t, b)
+	// kustomize-controller sets spec.commonMetadata on every object it
+	// applies, over what the base sets.
+	if cm := k.Spec.CommonMetadata; cm != nil {
+		for _, o := range objs {
+			labels, annotations := o.GetLabels(), o.GetAnnotations()
+			if labels == nil {
+				labels = map[string]string{}
+			}
+			if annotations == nil {
+				annotations = map[string]string{}
+			}
+			maps.Copy(labels, cm.Labels)
+			maps.Copy(annotations, cm.Annotations)
+			o.SetLabels(labels)
+			if len(annotations) > 0 {
+				o.SetAnnotations(annotations)
+			}
+		}
+	}
+	return objs
 }
 
 // decodeObjects splits a multi-document YAML stream into objects.

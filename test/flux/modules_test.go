@@ -62,7 +62,10 @@ var (
 // mod download then exits non-zero, after the verified zip is in the cache).
 func (m module) files(t *testing.T, dir string) map[string][]byte {
 	t.Helper()
-	prefix := m.Path + "@" + m.Version + "/" + strings.Trim(dir, "/") + "/"
+	prefix := m.Path + "@" + m.Version + "/"
+	if d := strings.Trim(dir, "/"); d != "" && d != "." {
+		prefix += d + "/"
+	}
 	out := map[string][]byte{}
 	for _, f := range m.zip(t).File {
 		if !strings.HasPrefix(f.Name, prefix) || strings.HasSuffix(f.Name, "/") {
