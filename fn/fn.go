@@ -20,6 +20,7 @@ import (
 	"github.com/do-now/function-karpenter/apis/v1alpha1"
 	"github.com/do-now/function-karpenter/internal/awsres"
 	"github.com/do-now/function-karpenter/internal/cluster"
+	"github.com/do-now/function-karpenter/internal/poolstatus"
 	"github.com/do-now/function-karpenter/internal/scope"
 	"github.com/do-now/function-karpenter/internal/sequence"
 	"github.com/do-now/function-karpenter/internal/spec"
@@ -108,7 +109,7 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 	}
 	clusterLabels := map[string]string{spec.ClusterLabel: spec.KubernetesName(cfg.Spec.Cluster.Name)}
 	reported := awsres.ReadObserved(observed)
-	out, err := sequence.Run(sequence.Steps(cfg, reported, plan.Parts), observed, clusterLabels)
+	out, err := sequence.Run(sequence.Steps(cfg, reported, plan.Parts, observed), observed, clusterLabels)
 	if err != nil {
 		response.Fatal(rsp, err)
 		return rsp, nil
@@ -146,7 +147,8 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 		response.Fatal(rsp, errors.Wrap(err, "cannot get desired composite resource"))
 		return rsp, nil
 	}
-	if err := status.Write(dxr.Resource, cfg, reported); err != nil {
+	pools, poolsCondition := poolstatus.Read(cfg, observed)
+	if err := status.Write(dxr.Resource, cfg, reported, pools); err != nil {
 		response.Fatal(rsp, errors.Wrap(err, "cannot write composite resource status"))
 		return rsp, nil
 	}
@@ -162,7 +164,7 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 		return rsp, nil
 	}
 
-	for _, c := range append(out.Conditions, versionCondition(plan)) {
+	for _, c := range append(out.Conditions, versionCondition(plan), poolsOf(poolsCondition)) {
 		setCondition(rsp, c)
 		if changed(oxr.Resource.GetCondition(xpv1.ConditionType(c.Type)), c) {
 			// Events only on transitions: a claim that waits for minutes
@@ -203,6 +205,10 @@ func refuse(rsp *fnv1.RunFunctionResponse, oxr *resource.Composite, reason strin
 }
 
 func setCondition(rsp *fnv1.RunFunctionResponse, c sequence.Condition) {
+	if c.Unknown {
+		response.ConditionUnknown(rsp, c.Type, c.Reason).WithMessage(c.Message).TargetCompositeAndClaim()
+		return
+	}
 	if c.Ready {
 		response.ConditionTrue(rsp, c.Type, c.Reason).WithMessage(c.Message).TargetCompositeAndClaim()
 		return
@@ -233,10 +239,19 @@ func versionCondition(p upgrade.Plan) sequence.Condition {
 	return sequence.Condition{Type: ConditionVersion, Ready: true, Reason: ReasonCurrent, Message: fmt.Sprintf("Karpenter %s", p.To)}
 }
 
+// poolsOf is the pools' condition as the XR and the claim show it: Unknown
+// while no pool is observed, False when one is near its limits.
+func poolsOf(c poolstatus.Condition) sequence.Condition {
+	return sequence.Condition{Type: poolstatus.ConditionType, Ready: c.Within, Unknown: !c.Known, Reason: c.Reason, Message: c.Message}
+}
+
 // changed tells whether a step's state differs from what the XR shows.
 func changed(was xpv1.Condition, now sequence.Condition) bool {
 	status := corev1.ConditionFalse
-	if now.Ready {
+	switch {
+	case now.Unknown:
+		status = corev1.ConditionUnknown
+	case now.Ready:
 		status = corev1.ConditionTrue
 	}
 	return was.Status != status || string(was.Reason) != now.Reason

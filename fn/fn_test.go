@@ -32,6 +32,9 @@ var (
 	// step5 is the node pools and, beside them, the monitoring: both wait
 	// for the controller only.
 	step5 = []string{"monitoring-kustomization", "nodes-kustomization"}
+	// observers are the observe-only Objects of the pools' NodePools,
+	// composed with step 5 and Ready for Crossplane whatever they report.
+	observers = []string{"observe-nodepool-private", "observe-nodepool-public"}
 	steps = []string{"IdentityAndQueueReady", "InterruptionWiringReady", "AccessCheckReady", "ControllerReady", "MonitoringReady", "NodePoolsReady"}
 )
 
@@ -40,8 +43,9 @@ var (
 // and no upgrade under way.
 func wantConditions(ready int, first string) map[string]cond {
 	out := map[string]cond{
-		"Accepted":     {fnv1.Status_STATUS_CONDITION_TRUE, "Accepted"},
-		"VersionReady": {fnv1.Status_STATUS_CONDITION_TRUE, "Current"},
+		"Accepted":          {fnv1.Status_STATUS_CONDITION_TRUE, "Accepted"},
+		"VersionReady":      {fnv1.Status_STATUS_CONDITION_TRUE, "Current"},
+		"PoolsWithinLimits": {fnv1.Status_STATUS_CONDITION_UNKNOWN, "NotObservedYet"},
 	}
 	for i, s := range steps {
 		switch {
@@ -55,6 +59,28 @@ func wantConditions(ready int, first string) map[string]cond {
 		}
 	}
 	return out
+}
+
+// reportedPool is a pool's status as the fake cluster's Karpenter reports
+// its NodePool: two nodes, 8 of 100 CPUs, 32Gi of 400Gi.
+var reportedPool = map[string]any{
+	"nodes":  float64(2),
+	"cpu":    map[string]any{"used": "8", "limit": "100", "percent": float64(8)},
+	"memory": map[string]any{"used": "32Gi", "limit": "400Gi", "percent": float64(8)},
+}
+
+// withObserved is observed with name replaced by o.
+func withObserved(observed map[resource.Name]map[string]any, name resource.Name, o map[string]any) map[resource.Name]map[string]any {
+	out := copyObserved(observed)
+	out[name] = o
+	return out
+}
+
+// observedPools is want once the pools' NodePools are observed, below
+// their limits.
+func observedPools(want map[string]cond) map[string]cond {
+	want["PoolsWithinLimits"] = cond{fnv1.Status_STATUS_CONDITION_TRUE, "WithinLimits"}
+	return want
 }
 
 // installing is want before the node pools were ever composed: the
@@ -280,13 +306,13 @@ func walkToReady(t *testing.T, a api) {
 
 	observed = aws.observe(rsp, true)
 	rsp = call(observed)
-	round{desired: union(step1, step2, step3, step4, step5), usages: union(targetUsages, controllerUsages), ready: union(step1, step2, step3, step4), conditions: installing(wantConditions(4, "Creating"))}.check(t, "controller Ready", rsp)
+	round{desired: union(step1, step2, step3, step4, step5, observers), usages: union(targetUsages, controllerUsages), ready: union(step1, step2, step3, step4, observers), conditions: installing(wantConditions(4, "Creating"))}.check(t, "controller Ready", rsp)
 
 	observed = aws.observe(rsp, true)
-	all := union(step1, step2, step3, step4, step5)
+	all := union(step1, step2, step3, step4, step5, observers)
 	rsp = call(observed)
 	allUsages := union(targetUsages, controllerUsages, nodesUsages)
-	round{desired: all, usages: allUsages, ready: all, conditions: wantConditions(6, ""), xrReady: true}.check(t, "everything Ready", rsp)
+	round{desired: all, usages: allUsages, ready: all, conditions: observedPools(wantConditions(6, "")), xrReady: true}.check(t, "everything Ready", rsp)
 	wantStatus := map[string]any{
 		"roleArn": wantRoleARN,
 		"queue": map[string]any{
@@ -301,16 +327,52 @@ func walkToReady(t *testing.T, a api) {
 			"state-change":         "arn:aws:events:eu-west-3:111122223333:rule/prod-eu-karpenter-state",
 			"capacity-reservation": "arn:aws:events:eu-west-3:111122223333:rule/prod-eu-karpenter-capacity",
 		},
+		// What the fake cluster's Karpenter reports of both NodePools.
+		"pools": map[string]any{"private": reportedPool, "public": reportedPool},
 	}
 	if diff := cmp.Diff(wantStatus, rsp.GetDesired().GetComposite().GetResource().AsMap()["status"]); diff != "" {
 		t.Errorf("XR status (-want +got):\n%s", diff)
+	}
+
+	// A pool at the near-limits ratio: the claim says which and how much,
+	// and nothing is held back for it.
+	near := deepCopy(observed["observe-nodepool-private"])
+	nearStatus := near["status"].(map[string]any)["atProvider"].(map[string]any)["manifest"].(map[string]any)["status"].(map[string]any)
+	nearStatus["resources"] = map[string]any{"cpu": "95", "memory": "32Gi"}
+	rsp = call(withObserved(observed, "observe-nodepool-private", near))
+	if c := conditionsOf(rsp)["PoolsWithinLimits"]; c != (cond{fnv1.Status_STATUS_CONDITION_FALSE, "NearLimits"}) {
+		t.Errorf("a pool at 95%% of its CPU limit: PoolsWithinLimits %v, want False/NearLimits", c)
+	}
+	if msg := conditionMessage(rsp, "PoolsWithinLimits"); !strings.Contains(msg, "private: cpu 95 of 100 (95%)") || strings.Contains(msg, "public:") {
+		t.Errorf("PoolsWithinLimits %q, want it to name the private pool's CPU, 95 of 100, and only it", msg)
+	}
+	if rsp.GetDesired().GetComposite().GetReady() == fnv1.Ready_READY_FALSE {
+		t.Error("a pool near its limits holds the XR unready: observing must never gate")
+	}
+
+	// The NodePools not observed (the claimed cluster unreachable, say):
+	// unknown, still observed, nothing held back.
+	unseen := copyObserved(observed)
+	delete(unseen, "observe-nodepool-private")
+	delete(unseen, "observe-nodepool-public")
+	rsp = call(unseen)
+	if c := conditionsOf(rsp)["PoolsWithinLimits"]; c != (cond{fnv1.Status_STATUS_CONDITION_UNKNOWN, "NotObservedYet"}) {
+		t.Errorf("no NodePool observed: PoolsWithinLimits %v, want Unknown/NotObservedYet", c)
+	}
+	if rsp.GetDesired().GetComposite().GetReady() == fnv1.Ready_READY_FALSE {
+		t.Error("NodePools not observed hold the XR unready: observing must never gate")
+	}
+	for _, n := range observers {
+		if _, ok := rsp.GetDesired().GetResources()[n]; !ok {
+			t.Errorf("%s is no longer desired while its NodePool is not observed", n)
+		}
 	}
 
 	// The controller turns unready after the nodes exist: nothing that exists
 	// is dropped or withheld; the XR goes back to Ready=False and says why.
 	observed["controller-kustomization"] = kustomizationFailing(observed["controller-kustomization"], "HelmRelease/karpenter/karpenter status: 'Failed'")
 	rsp = call(observed)
-	round{desired: all, usages: allUsages, ready: union(step1, step2, step3, step5), conditions: wantConditions(3, "Creating")}.check(t, "controller unready after the nodes exist", rsp)
+	round{desired: all, usages: allUsages, ready: union(step1, step2, step3, step5, observers), conditions: observedPools(wantConditions(3, "Creating"))}.check(t, "controller unready after the nodes exist", rsp)
 	if msg := conditionMessage(rsp, "ControllerReady"); !strings.Contains(msg, "HelmRelease/karpenter/karpenter status: 'Failed'") {
 		t.Errorf("Flux's message must reach the claim, got %q", msg)
 	}
@@ -322,7 +384,7 @@ func walkToReady(t *testing.T, a api) {
 	role["status"].(map[string]any)["atProvider"] = map[string]any{}
 	observed["controller-role"] = role
 	rsp = call(observed)
-	round{desired: all, usages: allUsages, ready: union(step1[1:], step2, step3, step5), conditions: wantConditions(0, "Creating")}.check(t, "role unready and unobserved", rsp)
+	round{desired: all, usages: allUsages, ready: union(step1[1:], step2, step3, step5, observers), conditions: observedPools(wantConditions(0, "Creating"))}.check(t, "role unready and unobserved", rsp)
 	after := rsp.GetDesired().GetResources()["pod-identity-association"].GetResource().AsMap()
 	if diff := cmp.Diff(before, after); diff != "" {
 		t.Errorf("the association changed while its role was unobserved (-before +after):\n%s", diff)
@@ -369,7 +431,7 @@ func TestEventsOnlyOnTransitions(t *testing.T) {
 		"FirstCall": {
 			reason: "A new XR shows no step conditions: each step's state, and its version's, is news.",
 			req:    aRequest(t).build(),
-			want:   7,
+			want:   8,
 		},
 		"NothingChanged": {
 			reason: "The XR already shows every step as it is: no event.",
@@ -380,7 +442,8 @@ func TestEventsOnlyOnTransitions(t *testing.T) {
 				withXRCondition("ControllerReady", "False", "WaitingForPrerequisites").
 				withXRCondition("MonitoringReady", "False", "WaitingForPrerequisites").
 				withXRCondition("NodePoolsReady", "False", "WaitingForPrerequisites").
-				withXRCondition("VersionReady", "False", "Installing").build(),
+				withXRCondition("VersionReady", "False", "Installing").
+				withXRCondition("PoolsWithinLimits", "Unknown", "NotObservedYet").build(),
 			want: 0,
 		},
 		"OneStepChanged": {
@@ -392,7 +455,8 @@ func TestEventsOnlyOnTransitions(t *testing.T) {
 				withXRCondition("ControllerReady", "False", "WaitingForPrerequisites").
 				withXRCondition("MonitoringReady", "False", "WaitingForPrerequisites").
 				withXRCondition("NodePoolsReady", "False", "WaitingForPrerequisites").
-				withXRCondition("VersionReady", "False", "Installing").build(),
+				withXRCondition("VersionReady", "False", "Installing").
+				withXRCondition("PoolsWithinLimits", "Unknown", "NotObservedYet").build(),
 			want: 1,
 		},
 	}

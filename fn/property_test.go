@@ -14,7 +14,7 @@ import (
 // stepOf maps every composed resource to its step, in order.
 var stepOf = func() map[string]int {
 	m := map[string]int{}
-	for i, s := range [][]string{step1, step2, step3, step4, step5} {
+	for i, s := range [][]string{step1, step2, step3, step4, union(step5, observers)} {
 		for _, n := range s {
 			m[n] = i
 		}

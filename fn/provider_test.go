@@ -52,6 +52,11 @@ func (p fakeProviders) created(desired map[string]any, ready bool) map[string]an
 					"name": "aws", "state": map[string]any{"terminated": map[string]any{"exitCode": 0, "reason": "Completed"}},
 				}}}
 			}
+		case "NodePool":
+			// Observed only: the pool as Karpenter reports it, its
+			// limits those the nodes Kustomization gave it.
+			manifest["spec"] = map[string]any{"limits": map[string]any{"cpu": "100", "memory": "400Gi"}}
+			manifest["status"] = map[string]any{"nodes": 2, "resources": map[string]any{"cpu": "8", "memory": "32Gi", "pods": "220"}}
 		case "Kustomization":
 			// The API server counts generations; Flux reports the one it
 			// reconciled.

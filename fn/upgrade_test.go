@@ -471,3 +471,29 @@ func TestUpgradeBeforeNodesExist(t *testing.T) {
 		t.Errorf("the node pools are built for %s, want 1.15.0", v)
 	}
 }
+
+// TestMonitoringOff: the platform turns monitoring off. Its Kustomization
+// is no longer composed (the claimed cluster's Flux removes the rules and
+// dashboards), MonitoringReady goes, and everything else stays.
+func TestMonitoringOff(t *testing.T) {
+	observed := readyAt(t, "1.15.0", func(b *requestBuilder) *requestBuilder { return b })
+	if _, ok := observed["monitoring-kustomization"]; !ok {
+		t.Fatal("monitoring is on by default, yet not composed")
+	}
+	rsp := run(t, aRequest(t).withSpec("version", "1.15.0").withInput("monitoring.enabled", false).observing(observed).build())
+	if msg := fatal(rsp); msg != "" {
+		t.Fatal(msg)
+	}
+	for n := range observed {
+		_, desired := rsp.GetDesired().GetResources()[string(n)]
+		if desired == (n == "monitoring-kustomization") {
+			t.Errorf("monitoring off: %s desired %v", n, desired)
+		}
+	}
+	if _, ok := conditionsOf(rsp)["MonitoringReady"]; ok {
+		t.Error("monitoring off, yet MonitoringReady is reported")
+	}
+	if rsp.GetDesired().GetComposite().GetReady() == fnv1.Ready_READY_FALSE {
+		t.Errorf("monitoring off holds the XR unready: %v", conditionsOf(rsp))
+	}
+}

@@ -193,6 +193,31 @@ type XKarpenterStatus struct {
 	// RuleARNs of the EventBridge rules, keyed by rule (health,
 	// spot-interruption, rebalance, state-change, capacity-reservation).
 	RuleARNs map[string]string `json:"ruleArns,omitempty"`
+	// Pools is what Karpenter reports of each pool's NodePool in the
+	// claimed cluster, keyed by pool: its nodes, and the CPU and memory
+	// they provide against the pool's limits.
+	Pools map[string]PoolStatus `json:"pools,omitempty"`
+}
+
+// PoolStatus is one pool's NodePool as Karpenter reports it.
+type PoolStatus struct {
+	// Nodes is how many nodes the pool has.
+	Nodes *int64 `json:"nodes,omitempty"`
+	// CPU and Memory are what the pool's nodes provide, against its
+	// limits.
+	CPU    *PoolUsage `json:"cpu,omitempty"`
+	Memory *PoolUsage `json:"memory,omitempty"`
+}
+
+// PoolUsage is one resource of a pool against its limit.
+type PoolUsage struct {
+	// Used is what the pool's nodes provide, as Karpenter counts it
+	// against the limit.
+	Used string `json:"used"`
+	// Limit is the pool's spec.limits.
+	Limit string `json:"limit,omitempty"`
+	// Percent is Used of Limit, rounded down.
+	Percent *int64 `json:"percent,omitempty"`
 }
 
 // XKarpenter installs Karpenter on an existing EKS cluster, one step at a time.

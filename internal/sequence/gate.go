@@ -31,6 +31,11 @@ type Step struct {
 	// Beside: the steps after this one do not wait for it; it waits for
 	// the steps before it, and the XR for it.
 	Beside bool
+	// Observe: the step only observes (observe-only Objects). Its
+	// resources follow the steps before it like any step's, but count
+	// Ready whatever they report, hold nothing back, and the step reports
+	// no condition.
+	Observe bool
 	// NotReady are resources counted unready whatever they report, each
 	// with why: an upgrade's say (AWS reports another policy than the one
 	// the next steps need).
@@ -50,8 +55,10 @@ const (
 
 // A Condition is the state of one step.
 type Condition struct {
-	Type    string
-	Ready   bool
+	Type  string
+	Ready bool
+	// Unknown: neither Ready nor not; Ready is then ignored.
+	Unknown bool
 	Reason  string
 	Message string
 }
@@ -89,6 +96,12 @@ func Run(steps []Step, observed map[resource.Name]resource.ObservedComposed, lab
 			return Outcome{}, fmt.Errorf("cannot build step %s: %w", s.Condition, err)
 		}
 		allowed := blockedBy == nil
+		if s.Observe {
+			if err := out.observe(objs, observed, allowed, labels); err != nil {
+				return Outcome{}, err
+			}
+			continue
+		}
 		health := map[resource.Name]Health{}
 		for name := range objs {
 			if ocd, exists := observed[name]; exists {
@@ -103,17 +116,10 @@ func Run(steps []Step, observed map[resource.Name]resource.ObservedComposed, lab
 				pending = append(pending, string(name))
 				continue
 			}
-			cd, err := composed.From(objs[name])
+			cd, err := labelled(name, objs[name], labels)
 			if err != nil {
-				return Outcome{}, fmt.Errorf("cannot convert composed resource %q: %w", name, err)
+				return Outcome{}, err
 			}
-			l := cd.GetLabels()
-			if l == nil {
-				l = map[string]string{}
-			}
-			maps.Copy(l, labels)
-			l[ResourceLabel] = string(name)
-			cd.SetLabels(l)
 			dc := &resource.DesiredComposed{Resource: cd, Ready: resource.ReadyFalse}
 			h := health[name]
 			if h.Ready {
@@ -180,6 +186,40 @@ func (s Step) observe(name resource.Name, desired runtime.Object, ocd resource.O
 		return Health{Problems: []string{why}}
 	}
 	return h
+}
+
+// labelled is a step's resource as it is emitted: composed, with labels
+// and its own name as ResourceLabel.
+func labelled(name resource.Name, o runtime.Object, labels map[string]string) (*composed.Unstructured, error) {
+	cd, err := composed.From(o)
+	if err != nil {
+		return nil, fmt.Errorf("cannot convert composed resource %q: %w", name, err)
+	}
+	l := cd.GetLabels()
+	if l == nil {
+		l = map[string]string{}
+	}
+	maps.Copy(l, labels)
+	l[ResourceLabel] = string(name)
+	cd.SetLabels(l)
+	return cd, nil
+}
+
+// observe emits an observing step's resources: those that exist, and the
+// others once allowed, each Ready for Crossplane whatever it reports.
+func (out *Outcome) observe(objs map[resource.Name]runtime.Object, observed map[resource.Name]resource.ObservedComposed, allowed bool, labels map[string]string) error {
+	for _, name := range sortedNames(objs) {
+		out.Refs[name] = refOf(objs[name])
+		if _, exists := observed[name]; !exists && !allowed {
+			continue
+		}
+		cd, err := labelled(name, objs[name], labels)
+		if err != nil {
+			return err
+		}
+		out.Desired[name] = &resource.DesiredComposed{Resource: cd, Ready: resource.ReadyTrue}
+	}
+	return nil
 }
 
 func siblingsReady(needs []resource.Name, health map[resource.Name]Health) bool {

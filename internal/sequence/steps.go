@@ -10,6 +10,7 @@ import (
 	"github.com/do-now/function-karpenter/internal/awsres"
 	"github.com/do-now/function-karpenter/internal/cluster"
 	"github.com/do-now/function-karpenter/internal/flux"
+	"github.com/do-now/function-karpenter/internal/poolstatus"
 	"github.com/do-now/function-karpenter/internal/spec"
 	"github.com/do-now/function-karpenter/internal/versions"
 )
@@ -40,9 +41,9 @@ type Parts struct {
 // Steps is the whole sequence for one XR, in order; o is what AWS reported
 // for step one, which step two is built from; p says what an upgrade
 // decided (step one always has the claim's version's policy, unless p
-// keeps another). Every resource is built in the claim API's kinds and
+// keeps another); observed is what exists. Every resource is built in the claim API's kinds and
 // composed as the XR's API composes it.
-func Steps(c *spec.Config, o awsres.Observed, p Parts) []Step {
+func Steps(c *spec.Config, o awsres.Observed, p Parts, observed map[resource.Name]resource.ObservedComposed) []Step {
 	steps := []Step{
 		{
 			Condition: IdentityReady,
@@ -69,6 +70,12 @@ func Steps(c *spec.Config, o awsres.Observed, p Parts) []Step {
 			// Alerts matter most when the pools are in trouble: the
 			// node pools do not wait for the monitoring.
 			Beside: true,
+		},
+		{
+			// What Karpenter reports of each pool, shown on the claim.
+			Condition: "PoolsObserved",
+			Build:     func() (map[resource.Name]runtime.Object, error) { return poolstatus.Objects(c, observed) },
+			Observe:   true,
 		},
 		{
 			Condition: NodePoolsReady,

@@ -13,8 +13,11 @@ import (
 
 // Write sets the XR status from what AWS reported. Fields stay unset until
 // AWS has reported them, so a tenant never reads a guessed ARN.
-func Write(xr *composite.Unstructured, c *spec.Config, o awsres.Observed) error {
+func Write(xr *composite.Unstructured, c *spec.Config, o awsres.Observed, pools map[string]v1alpha1.PoolStatus) error {
 	s := v1alpha1.XKarpenterStatus{RoleARN: o.RoleARN}
+	if len(pools) > 0 {
+		s.Pools = pools
+	}
 	if o.QueueURL != "" || o.QueueARN != "" {
 		s.Queue = &v1alpha1.QueueStatus{Name: c.Names.Queue, URL: o.QueueURL, ARN: o.QueueARN}
 	}

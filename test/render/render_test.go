@@ -313,6 +313,7 @@ func validatable(t *testing.T, rendered []byte) []byte {
 				ForProvider struct {
 					Manifest map[string]any `json:"manifest"`
 				} `json:"forProvider"`
+				ManagementPolicies []string `json:"managementPolicies"`
 			} `json:"spec"`
 		}
 		if err := yaml.Unmarshal(doc, &o); err != nil {
@@ -322,7 +323,10 @@ func validatable(t *testing.T, rendered []byte) []byte {
 			continue
 		}
 		keep = append(keep, doc)
-		if o.Kind == "Object" && (strings.HasPrefix(o.APIVersion, "kubernetes.crossplane.io/") || strings.HasPrefix(o.APIVersion, "kubernetes.m.crossplane.io/")) {
+		// An observe-only Object's manifest only names what it observes:
+		// nothing of it is applied, so there is nothing to validate.
+		observeOnly := len(o.Spec.ManagementPolicies) == 1 && o.Spec.ManagementPolicies[0] == "Observe"
+		if o.Kind == "Object" && !observeOnly && (strings.HasPrefix(o.APIVersion, "kubernetes.crossplane.io/") || strings.HasPrefix(o.APIVersion, "kubernetes.m.crossplane.io/")) {
 			m, err := yaml.Marshal(o.Spec.ForProvider.Manifest)
 			if err != nil {
 				t.Fatal(err)

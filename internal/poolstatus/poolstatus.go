@@ -1,0 +1,157 @@
+// Package poolstatus shows on the claim what Karpenter reports of each
+// pool's NodePool in the claimed cluster: its nodes, and the CPU and memory
+// they provide against the pool's limits. It reads them through
+// observe-only provider-kubernetes Objects (managementPolicies: Observe),
+// so nothing there is managed twice, and observing never gates or
+// withholds anything: a NodePool not observed yet is unknown, not a
+// failure.
+package poolstatus
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/crossplane/function-sdk-go/resource"
+	apiresource "k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/do-now/function-karpenter/apis/v1alpha1"
+	"github.com/do-now/function-karpenter/internal/cluster"
+	"github.com/do-now/function-karpenter/internal/nodepools"
+	"github.com/do-now/function-karpenter/internal/spec"
+)
+
+// ConditionType says whether every pool is below the platform's
+// near-limits ratio.
+const ConditionType = "PoolsWithinLimits"
+
+// Reasons of ConditionType.
+const (
+	ReasonWithinLimits = "WithinLimits"
+	ReasonNearLimits   = "NearLimits"
+	ReasonNotObserved  = "NotObservedYet"
+)
+
+// Name is the composed resource name of the Object observing pool's
+// NodePool. It is API.
+func Name(pool string) resource.Name { return resource.Name("observe-nodepool-" + pool) }
+
+// Objects are the observe-only Objects of every enabled pool's NodePool,
+// and of every pool one already observes.
+func Objects(c *spec.Config, observed map[resource.Name]resource.ObservedComposed) (map[resource.Name]runtime.Object, error) {
+	out := map[resource.Name]runtime.Object{}
+	for _, pool := range []string{nodepools.Private, nodepools.Public} {
+		_, exists := observed[Name(pool)]
+		if !exists && pool == nodepools.Public && !c.PublicEnabled() {
+			continue
+		}
+		nodePool := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "karpenter.sh/v1",
+			"kind":       "NodePool",
+			"metadata":   map[string]any{"name": pool},
+		}}
+		o, err := cluster.Object(c, nodePool, nil)
+		if err != nil {
+			return nil, fmt.Errorf("cannot wrap the %s NodePool: %w", pool, err)
+		}
+		o.Object["spec"].(map[string]any)["managementPolicies"] = []any{"Observe"}
+		out[Name(pool)] = o
+	}
+	return out, nil
+}
+
+// A Condition is the pools' state: Known is false while no pool is
+// observed yet.
+type Condition struct {
+	Known, Within bool
+	Reason        string
+	Message       string
+}
+
+// Read is what the observed NodePools report, by pool, and the pools'
+// condition at the platform's near-limits ratio.
+func Read(c *spec.Config, observed map[resource.Name]resource.ObservedComposed) (map[string]v1alpha1.PoolStatus, Condition) {
+	ratio, _ := strconv.ParseFloat(c.Input.Monitoring.NearLimitsRatio, 64) // validated by spec.Load
+	pools := map[string]v1alpha1.PoolStatus{}
+	var near, unknown []string
+	for _, pool := range []string{nodepools.Private, nodepools.Public} {
+		if pool == nodepools.Public && !c.PublicEnabled() {
+			continue
+		}
+		ocd, ok := observed[Name(pool)]
+		var np struct {
+			Spec struct {
+				Limits map[string]string `json:"limits"`
+			} `json:"spec"`
+			Status struct {
+				Nodes     *int64            `json:"nodes"`
+				Resources map[string]string `json:"resources"`
+			} `json:"status"`
+		}
+		if !ok || ocd.Resource.GetValueInto("status.atProvider.manifest", &np) != nil || np.Status.Resources == nil && np.Status.Nodes == nil {
+			unknown = append(unknown, pool)
+			continue
+		}
+		s := v1alpha1.PoolStatus{Nodes: np.Status.Nodes}
+		for _, r := range []struct {
+			name string
+			into **v1alpha1.PoolUsage
+		}{{"cpu", &s.CPU}, {"memory", &s.Memory}} {
+			u := usage(np.Status.Resources[r.name], np.Spec.Limits[r.name])
+			*r.into = u
+			if u != nil && u.Percent != nil && ratioOf(np.Status.Resources[r.name], np.Spec.Limits[r.name]) >= ratio {
+				near = append(near, fmt.Sprintf("%s: %s %s of %s (%d%%)", pool, r.name, u.Used, u.Limit, *u.Percent))
+			}
+		}
+		pools[pool] = s
+	}
+	cond := Condition{Known: len(pools) > 0, Within: len(near) == 0}
+	switch {
+	case len(near) > 0:
+		cond.Reason = ReasonNearLimits
+		cond.Message = fmt.Sprintf("at or above %s of their limits, Karpenter will soon launch no more nodes: %s", c.Input.Monitoring.NearLimitsRatio, strings.Join(near, "; "))
+	case !cond.Known:
+		cond.Reason = ReasonNotObserved
+		cond.Message = "no NodePool observed in the claimed cluster yet"
+	default:
+		cond.Reason = ReasonWithinLimits
+		cond.Message = fmt.Sprintf("every pool below %s of its limits", c.Input.Monitoring.NearLimitsRatio)
+	}
+	if cond.Known && len(unknown) > 0 {
+		sort.Strings(unknown)
+		cond.Message += fmt.Sprintf("; not observed yet: %s", strings.Join(unknown, ", "))
+	}
+	return pools, cond
+}
+
+// usage is one resource against its limit; nil when Karpenter reports
+// nothing of it.
+func usage(used, limit string) *v1alpha1.PoolUsage {
+	if used == "" {
+		return nil
+	}
+	u := &v1alpha1.PoolUsage{Used: used, Limit: limit}
+	if r := ratioOf(used, limit); !math.IsNaN(r) {
+		p := int64(math.Floor(r * 100))
+		u.Percent = &p
+	}
+	return u
+}
+
+// ratioOf is used over limit, NaN when either is not a quantity or the
+// limit is zero.
+func ratioOf(used, limit string) float64 {
+	u, err := apiresource.ParseQuantity(used)
+	if err != nil {
+		return math.NaN()
+	}
+	l, err := apiresource.ParseQuantity(limit)
+	if err != nil || l.IsZero() {
+		return math.NaN()
+	}
+	return u.AsApproximateFloat64() / l.AsApproximateFloat64()
+}
