@@ -35,7 +35,7 @@ var (
 	// observers are the observe-only Objects of the pools' NodePools,
 	// composed with step 5 and Ready for Crossplane whatever they report.
 	observers = []string{"observe-nodepool-private", "observe-nodepool-public"}
-	steps = []string{"IdentityAndQueueReady", "InterruptionWiringReady", "AccessCheckReady", "ControllerReady", "MonitoringReady", "NodePoolsReady"}
+	steps     = []string{"IdentityAndQueueReady", "InterruptionWiringReady", "AccessCheckReady", "ControllerReady", "MonitoringReady", "NodePoolsReady"}
 )
 
 // wantConditions is the state of every step: ready ones Available, the
