@@ -158,6 +158,18 @@ func (b *requestBuilder) withXRNamespace(ns string) *requestBuilder {
 	return b
 }
 
+// withXRAnnotation sets an annotation on the XR, as a claim's reach its XR.
+func (b *requestBuilder) withXRAnnotation(k, v string) *requestBuilder {
+	md := b.xr["metadata"].(map[string]any)
+	a, _ := md["annotations"].(map[string]any)
+	if a == nil {
+		a = map[string]any{}
+	}
+	a[k] = v
+	md["annotations"] = a
+	return b
+}
+
 // withSpec sets a dotted path under the XR's spec.
 func (b *requestBuilder) withSpec(path string, v any) *requestBuilder {
 	setPath(b.xr["spec"].(map[string]any), path, v)

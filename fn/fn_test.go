@@ -660,3 +660,73 @@ func TestLegacyKustomizationsStopTheClaim(t *testing.T) {
 		t.Errorf("controller-kustomization is a %v, want the Object that applies it into the claimed cluster", k["kind"])
 	}
 }
+
+// accessCheckPod is the name of the Pod the access check's Object carries.
+func accessCheckPod(t *testing.T, rsp *fnv1.RunFunctionResponse) string {
+	t.Helper()
+	o := rsp.GetDesired().GetResources()["access-check"].GetResource().AsMap()
+	for _, k := range []string{"spec", "forProvider", "manifest", "metadata"} {
+		o, _ = o[k].(map[string]any)
+	}
+	name, _ := o["name"].(string)
+	if name == "" {
+		t.Fatal("no access-check Pod desired")
+	}
+	return name
+}
+
+// TestEachPreflightCheck fails each check of the access check in turn, as
+// the kubelet reports the Pod: AccessCheckReady names the check and carries
+// AWS's words, and the controller is not composed. Then the documented
+// re-run: a new socle.do-now.io/access-check-run value on the claim gives a
+// new Pod, which passes, and the controller follows.
+func TestEachPreflightCheck(t *testing.T) {
+	aws := fakeProviders{t: t, account: account}
+	var observed map[resource.Name]map[string]any
+	var rsp *fnv1.RunFunctionResponse
+	for range 10 {
+		rsp = run(t, aRequest(t).observing(observed).build())
+		if _, ok := observed["access-check"]; ok {
+			break
+		}
+		observed = aws.observe(rsp, true)
+	}
+	if _, ok := observed["access-check"]; !ok {
+		t.Fatal("the access check was never composed")
+	}
+	first := accessCheckPod(t, rsp)
+	for _, check := range cluster.Checks {
+		t.Run(check.Name, func(t *testing.T) {
+			says := "An error occurred (AccessDenied): explicit deny in a service control policy for " + check.Name
+			failed := withObserved(observed, "access-check", failedCheck(observed["access-check"], check, says))
+			rsp := run(t, aRequest(t).observing(failed).build())
+			msg := conditionMessage(rsp, "AccessCheckReady")
+			if want := fmt.Sprintf("Pod failed (exit %d, Error): %s: %s", check.ExitCode, check.Name, says); !strings.Contains(msg, want) {
+				t.Errorf("AccessCheckReady %q, want it to say %q", msg, want)
+			}
+			if _, ok := rsp.GetDesired().GetResources()["controller-kustomization"]; ok {
+				t.Error("the controller is composed although a check failed")
+			}
+			if got := accessCheckPod(t, rsp); got != first {
+				t.Errorf("the access check's Pod changed from %s to %s without a new run asked for", first, got)
+			}
+		})
+	}
+
+	// The cause fixed, the platform engineer asks for a new run.
+	failed := withObserved(observed, "access-check", failedCheck(observed["access-check"], cluster.CheckLaunch, "UnauthorizedOperation"))
+	rerun := func() *requestBuilder { return aRequest(t).withXRAnnotation(cluster.RunAnnotation, "2026-12-01T17:00") }
+	rsp = run(t, rerun().observing(failed).build())
+	second := accessCheckPod(t, rsp)
+	if second == first {
+		t.Fatalf("a new %s value keeps the Pod %s: nothing runs again", cluster.RunAnnotation, first)
+	}
+	observed = aws.observe(rsp, true)
+	rsp = run(t, rerun().observing(observed).build())
+	if c := conditionsOf(rsp)["AccessCheckReady"]; c.Status != fnv1.Status_STATUS_CONDITION_TRUE {
+		t.Errorf("the new run passed: AccessCheckReady %v", c)
+	}
+	if _, ok := rsp.GetDesired().GetResources()["controller-kustomization"]; !ok {
+		t.Error("the new run passed, yet the controller is not composed")
+	}
+}
