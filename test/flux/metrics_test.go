@@ -4,7 +4,6 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
-	"io"
 	"path"
 	"regexp"
 	"slices"
@@ -39,15 +38,7 @@ func (m module) goFiles(t *testing.T) map[string]map[string][]byte {
 		if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") || strings.HasPrefix(name, "test/") || strings.HasPrefix(name, "hack/") {
 			continue
 		}
-		r, err := f.Open()
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := io.ReadAll(r)
-		_ = r.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
+		b := readZipFile(t, f)
 		pkg := path.Join(m.Path, path.Dir(name))
 		if out[pkg] == nil {
 			out[pkg] = map[string][]byte{}
@@ -89,31 +80,11 @@ func exported(t *testing.T, mods []module) []string {
 					imports[alias] = p
 				}
 				files = append(files, file{pkg, f, imports})
-				for _, d := range f.Decls {
-					g, ok := d.(*ast.GenDecl)
-					if !ok || g.Tok != token.CONST {
-						continue
-					}
-					for _, s := range g.Specs {
-						vs := s.(*ast.ValueSpec)
-						for i, n := range vs.Names {
-							if i < len(vs.Values) {
-								if lit, ok := vs.Values[i].(*ast.BasicLit); ok && lit.Kind == token.STRING {
-									v, _ := strconv.Unquote(lit.Value)
-									if consts[pkg] == nil {
-										consts[pkg] = map[string]string{}
-									}
-									consts[pkg][n.Name] = v
-								}
-							}
-						}
-					}
-				}
 			}
 		}
 	}
-	// Constants defined as other constants (DepthKey = metrics.DepthKey):
-	// resolved until nothing changes.
+	// String constants, literals or other constants (DepthKey =
+	// metrics.DepthKey): resolved until nothing changes.
 	for changed := true; changed; {
 		changed = false
 		for _, f := range files {

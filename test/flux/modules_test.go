@@ -71,16 +71,7 @@ func (m module) files(t *testing.T, dir string) map[string][]byte {
 		if !strings.HasPrefix(f.Name, prefix) || strings.HasSuffix(f.Name, "/") {
 			continue
 		}
-		r, err := f.Open()
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := io.ReadAll(r)
-		_ = r.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		out[strings.TrimPrefix(f.Name, prefix)] = b
+		out[strings.TrimPrefix(f.Name, prefix)] = readZipFile(t, f)
 	}
 	if len(out) == 0 {
 		t.Fatalf("%s@%s has no files under %s", m.Path, m.Version, dir)
@@ -89,6 +80,21 @@ func (m module) files(t *testing.T, dir string) map[string][]byte {
 }
 
 // file returns one file of the module.
+// readZipFile is the content of one file of a module's zip.
+func readZipFile(t *testing.T, f *zip.File) []byte {
+	t.Helper()
+	r, err := f.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	b, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
 func (m module) file(t *testing.T, name string) []byte {
 	t.Helper()
 	b, ok := m.files(t, path.Dir(name))[path.Base(name)]
