@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"sort"
@@ -16,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 )
 
@@ -107,8 +109,9 @@ func forEachAPIAtOnce(t *testing.T, scenario func(*testing.T, *api)) {
 }
 
 // The composed resource names of each step (API: see the README), and the condition that
-// reports the step. A step's resources appear in rounds: step three's ServiceAccount and Job live
-// in the namespace, so their Objects are composed only once the namespace's Object is Ready.
+// reports the step. A step's resources appear in rounds: step three's ServiceAccount and
+// access-check Pod live in the namespace, so their Objects are composed only once the
+// namespace's Object is Ready.
 var steps = []struct {
 	condition string
 	rounds    [][]string
@@ -328,6 +331,23 @@ func (c *karpenter) waitCondition(typ, status string, timeout time.Duration, con
 		return containsAll(msg, contains...), nil
 	})
 	return got
+}
+
+// annotate sets an annotation on what the tenant created, as the tenant would (kubectl
+// annotate). The function reads the XR's annotations: for a claim it waits until Crossplane has
+// propagated the claim's to its XR.
+func (c *karpenter) annotate(key, value string) {
+	c.t.Helper()
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{key: value}}})
+	if _, err := cp.dyn.Resource(c.api.tenant).Namespace(c.ns).Patch(c.ctx, c.name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		c.t.Fatalf("cannot annotate %s: %v", c, err)
+	}
+	if c.api.namespaced {
+		return
+	}
+	c.wait(react, fmt.Sprintf("Crossplane to propagate the claim's annotation %s=%s to its XR", key, value), func() (bool, error) {
+		return c.getXR().GetAnnotations()[key] == value, nil
+	})
 }
 
 // markReady has the fake provider make the named composed resources Ready.

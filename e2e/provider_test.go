@@ -54,8 +54,8 @@ type composedKind struct {
 func (k composedKind) apiVersion() string { return k.gvr.GroupVersion().String() }
 
 // The kinds of both APIs: provider-aws' managed resources, provider-kubernetes' Object (step
-// three's Namespace, ServiceAccount and Job, and the two Flux Kustomizations, applied to the
-// claimed cluster through the provider config it names), and Crossplane's Usages.
+// three's Namespace, ServiceAccount and access-check Pod, and the two Flux Kustomizations, applied
+// to the claimed cluster through the provider config it names), and Crossplane's Usages.
 var composedKinds = []composedKind{
 	{gvr("iam.aws.upbound.io", "v1beta1", "roles"), "Role", false, providerFinalizer, "aws.upbound.io"},
 	{gvr("iam.aws.upbound.io", "v1beta1", "rolepolicies"), "RolePolicy", false, providerFinalizer, "aws.upbound.io"},
@@ -131,6 +131,9 @@ type fakeProvider struct {
 	seen    map[types.UID]deletion // every composed object seen alive, by UID
 	deleted []deletion             // in the order their deletions were seen, all run long
 	local   map[string]bool        // step-three objects seen in Crossplane's cluster
+	// pods are the access-check Pods the claimed clusters hold, by the UID of the Object that
+	// created them and their name: a renamed Pod is a new one, the old left behind, finished.
+	pods map[types.UID]map[string]*remotePod
 }
 
 // A want is what the fake provider reports for one composed resource, as AWS, the claimed
@@ -138,17 +141,19 @@ type fakeProvider struct {
 // controller it re-asserts its status whenever the object says otherwise.
 type want struct {
 	state   state
-	message string // the provider's or Flux's message, for failing and unready
+	message string // the provider's or Flux's message, for failing and unready; AWS's, for checkFailed
 	dropARN bool   // unready only: the provider no longer observes the resource's ARN
+	check   check  // checkFailed only: the access check's check that fails
 }
 
 type state int
 
 const (
-	ready     state = iota + 1 // created: atProvider filled, Ready and Synced; a Job completed; a Kustomization applied
-	failing                    // the provider's call failed (AWS, or the claimed cluster's API server): Synced=False with its error
-	unready                    // degraded after being Ready
-	jobFailed                  // an Object's Job ran in the claimed cluster and failed (backoff limit reached)
+	ready       state = iota + 1 // created: atProvider filled, Ready and Synced; the access check's Pod succeeded; a Kustomization applied
+	failing                      // the provider's call failed (AWS, or the claimed cluster's API server): Synced=False with its error
+	unready                      // degraded after being Ready
+	podRunning                   // the access check's Pod is running its checks (a new Pod is Pending first)
+	checkFailed                  // the access check's Pod ran and want.check failed, with AWS's words want.message
 )
 
 // set makes the fake provider report w for a composed resource of an XR from now on.
@@ -183,7 +188,8 @@ func newFakeProvider(c *controlPlane) (*fakeProvider, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &fakeProvider{cp: c, dyn: dyn, kube: kube, wants: map[string]want{}, seen: map[types.UID]deletion{}, local: map[string]bool{}}, nil
+	return &fakeProvider{cp: c, dyn: dyn, kube: kube, wants: map[string]want{}, seen: map[types.UID]deletion{}, local: map[string]bool{},
+		pods: map[types.UID]map[string]*remotePod{}}, nil
 }
 
 // run reconciles every 100ms until ctx ends.
@@ -283,14 +289,14 @@ func (f *fakeProvider) providerConfig(ctx context.Context, memo providerConfigs,
 var localKinds = []schema.GroupVersionResource{
 	{Version: "v1", Resource: "namespaces"},
 	{Version: "v1", Resource: "serviceaccounts"},
-	{Group: "batch", Version: "v1", Resource: "jobs"},
+	{Version: "v1", Resource: "pods"},
 }
 
 // controllerNamespace is the namespace step three creates in the claimed cluster (the
 // Composition's input.podIdentity.namespace).
 const controllerNamespace = "karpenter"
 
-// watchLocal records any Namespace, ServiceAccount or Job in Crossplane's cluster that Crossplane
+// watchLocal records any Namespace, ServiceAccount or Pod in Crossplane's cluster that Crossplane
 // composed or that carries the cluster label, and the controller's namespace by name.
 func (f *fakeProvider) watchLocal(ctx context.Context) {
 	var found []string
@@ -353,6 +359,7 @@ func (f *fakeProvider) forgetGone(present map[types.UID]bool, cycle int) {
 			f.deleted = append(f.deleted, d)
 		}
 		delete(f.seen, uid)
+		delete(f.pods, uid) // the claimed cluster's namespace goes with the claim
 	}
 }
 
@@ -505,7 +512,8 @@ func kustomizationStatus(gen int64, s state, message string) map[string]any {
 // outcome of getting the provider config the Object names (providerConfig), as the real provider
 // does to connect to the claimed cluster: it fails with the provider's error when there is none. Once the manifest is applied,
 // status.atProvider.manifest is the object as the claimed cluster returns it (a Namespace
-// Active, a Job Complete or Failed, a Kustomization applied or failing its health check) and
+// Active, the access check's Pod pending, running, succeeded or failed at one check, a
+// Kustomization applied or failing its health check) and
 // Ready follows the Object's readiness policy: as soon as it exists (SuccessfulCreate, the
 // default), once the observed object's Ready condition is True (DeriveFromObject), or the
 // Object's own CEL query evaluated on that observed object (DeriveFromCelQuery), as
@@ -527,7 +535,7 @@ func (f *fakeProvider) objectStatus(config error, u *unstructured.Unstructured, 
 	case w.state == unready && !remoteKustomization:
 		return map[string]any{"conditions": []any{xpCondition("Ready", "False", "Unavailable", w.message), synced}}
 	}
-	observed := remoteObject(u, manifest, w)
+	observed := f.remoteObject(u, manifest, w)
 	available := xpCondition("Ready", "True", "Available", "")
 	policy, _, _ := unstructured.NestedString(u.Object, "spec", "readiness", "policy")
 	switch policy {
@@ -553,9 +561,8 @@ func (f *fakeProvider) objectStatus(config error, u *unstructured.Unstructured, 
 
 // remoteObject is a manifest as the claimed cluster's API server returns it once created:
 // identity and timestamps (derived from the Object's, so they stay stable), a Namespace Active,
-// a Job finished — Complete when w is ready, Failed with its backoff limit reached when w is
-// jobFailed, as the Job controller records it — a Kustomization as its Flux reports it.
-func remoteObject(o *unstructured.Unstructured, manifest map[string]any, w want) map[string]any {
+// the access check's Pod as its kubelet reports it (pod), a Kustomization as its Flux reports it.
+func (f *fakeProvider) remoteObject(o *unstructured.Unstructured, manifest map[string]any, w want) map[string]any {
 	s := w.state
 	obj := (&unstructured.Unstructured{Object: manifest}).DeepCopy()
 	created := o.GetCreationTimestamp().UTC().Format(time.RFC3339)
@@ -572,24 +579,8 @@ func remoteObject(o *unstructured.Unstructured, manifest map[string]any, w want)
 		obj.SetLabels(labels)
 		_ = unstructured.SetNestedStringSlice(obj.Object, []string{"kubernetes"}, "spec", "finalizers")
 		obj.Object["status"] = map[string]any{"phase": "Active"}
-	case "Job":
-		status := map[string]any{"startTime": created, "ready": int64(0), "terminating": int64(0)}
-		switch s {
-		case ready:
-			status["succeeded"] = int64(1)
-			status["completionTime"] = created
-			status["conditions"] = []any{
-				jobCondition("SuccessCriteriaMet", "CompletionsReached", "Reached expected number of succeeded pods", created),
-				jobCondition("Complete", "CompletionsReached", "Reached expected number of succeeded pods", created),
-			}
-		case jobFailed:
-			status["failed"] = int64(7)
-			status["conditions"] = []any{
-				jobCondition("FailureTarget", "BackoffLimitExceeded", "Job has reached the specified backoff limit", created),
-				jobCondition("Failed", "BackoffLimitExceeded", "Job has reached the specified backoff limit", created),
-			}
-		}
-		obj.Object["status"] = status
+	case "Pod":
+		f.pod(o, obj, w)
 	case "Kustomization":
 		obj.SetGeneration(1)
 		obj.SetFinalizers([]string{fluxFinalizer})
@@ -687,11 +678,6 @@ func xpCondition(typ, status, reason, message string) map[string]any {
 func fluxCondition(typ, status, reason, message string, generation int64) map[string]any {
 	return map[string]any{"type": typ, "status": status, "reason": reason, "message": message,
 		"observedGeneration": generation, "lastTransitionTime": metav1.Now().UTC().Format(time.RFC3339)}
-}
-
-func jobCondition(typ, reason, message, now string) map[string]any {
-	return map[string]any{"type": typ, "status": "True", "reason": reason, "message": message,
-		"lastProbeTime": now, "lastTransitionTime": now}
 }
 
 // composedOf lists what exists in the API server for one XR, by composition resource name: every

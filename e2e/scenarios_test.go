@@ -151,9 +151,12 @@ func testWalkToReady(t *testing.T, a *api) {
 	assertScope(t, c, resources, usages)
 	assertDelivery(t, resources, "prod-eu")
 	// provider-kubernetes derives the access check's readiness from the Object's own CEL query,
-	// evaluated on the Job the claimed cluster reports Complete.
-	if s := conditionStatus(resources["access-check"], "Ready"); s != "True" {
-		t.Errorf("the access-check Object's readiness query must hold on a Complete Job: Ready=%q, conditions:\n%s", s, conditionsText(resources["access-check"]))
+	// evaluated on the Pod the claimed cluster reports Succeeded.
+	if s := conditionStatus(resources[accessCheck], "Ready"); s != "True" {
+		t.Errorf("the access-check Object's readiness query must hold on a Succeeded Pod: Ready=%q, conditions:\n%s", s, conditionsText(resources[accessCheck]))
+	}
+	if name, phase := observedPodOf(resources[accessCheck]); name != podOf(resources[accessCheck]) || phase != "Succeeded" {
+		t.Errorf("the access-check Object must observe its Pod %s Succeeded, observes %q %q", podOf(resources[accessCheck]), name, phase)
 	}
 	assertNothingLocal(t)
 
@@ -416,7 +419,7 @@ func assertScope(t *testing.T, c *karpenter, maps ...map[string]*unstructured.Un
 
 // assertNothingLocal checks that nothing of step three ever appeared in Crossplane's own cluster
 // (the fake provider watches for it all run long): no karpenter namespace, no composed or
-// cluster-labelled Namespace, ServiceAccount or Job.
+// cluster-labelled Namespace, ServiceAccount or Pod.
 func assertNothingLocal(t *testing.T) {
 	t.Helper()
 	time.Sleep(time.Second) // one more look by the fake provider
@@ -462,37 +465,186 @@ func TestProviderErrorOnRole(t *testing.T) {
 	c.waitComposed(throughStep(1), react)
 }
 
-// Scenario 3, in the claimed cluster: the access check fails (its Job reaches the backoff limit,
-// as when the Pod Identity credentials never arrive). The Job's own message reaches the claim's
-// AccessCheckReady condition, the controller is never installed, and the claim stays
-// Ready=False.
+// Scenario 3, in the claimed cluster: the access check's Pod fails one check after another, as a
+// platform engineer would meet them fixing AWS (Pod Identity credentials that never arrive, the
+// queue, the instance profile, the subnet selector, ...). Each failure reaches the claim's
+// AccessCheckReady condition with the check's name, its exit code and AWS's words; the Object is
+// Synced=True, Ready=False; the controller is never composed and the claim stays Ready=False. A
+// Pod that failed is never run again, whatever was fixed since: the engineer asks for a new run
+// with the annotation socle.do-now.io/access-check-run on the claim (Crossplane propagates it to
+// the XR, the function reads it there) or on the namespaced XR, and a Pod of a new name runs the
+// checks; the old Pods stay behind in the claimed cluster, finished, and the composed Object is
+// the same. Once every check passes the claim goes on to Ready. Both APIs at once, on a cluster
+// each (the claim on prod-eu, the namespaced XR on prod-us), the seven checks shared between
+// them: each run waits for two of Crossplane's reconciles (the new Pod desired, then observed),
+// 15s apart once the XR's watch circuit breaker is open.
 func TestAccessCheckFails(t *testing.T) {
 	timed(t)
-	c := newKarpenter(t, claimAPI, "team-a", "karpenter", "prod-eu")
-	const jobMessage = "Job failed (BackoffLimitExceeded): Job has reached the specified backoff limit"
-	walk(t, map[string]want{"access-check": {state: jobFailed}}, func() bool {
+	forEachAPIAtOnce(t, func(t *testing.T, a *api) {
+		if a.namespaced {
+			testAccessCheckFails(t, newKarpenterFrom(t, a, "team-b", "karpenter", onProdUS), "prod-us", "us-east-1",
+				checkCredentials, checkGroups, checkAMI)
+			return
+		}
+		testAccessCheckFails(t, newKarpenter(t, a, "team-a", "karpenter", "prod-eu"), "prod-eu", "eu-west-3",
+			checkQueue, checkProfile, checkSubnets, checkLaunch)
+	})
+}
+
+// testAccessCheckFails fails the checks fails one after the other, a run each, then passes them
+// all in a last run.
+func testAccessCheckFails(t *testing.T, c *karpenter, cluster, region string, fails ...check) {
+	start := time.Now()
+	first := fails[0]
+	firstMessage := accessCheckMessage(first, awsRefusal(first, cluster, region))
+	walk(t, map[string]want{accessCheck: failedAt(first, cluster, region)}, func() bool {
 		m, _ := c.condition(steps[2].condition)["message"].(string)
-		return strings.Contains(m, jobMessage)
+		return strings.Contains(m, firstMessage)
 	}, c)
-	cond := c.waitCondition(steps[2].condition, "False", react, "access-check", jobMessage)
-	t.Logf("claim condition %s: %s", steps[2].condition, cond["message"])
-	// Crossplane reconciles on the function's TTL (15s while waiting): give it a few rounds to
-	// compose anything it should not.
+	cond := c.waitCondition(steps[2].condition, "False", react, "waiting for access-check to become Ready", firstMessage)
+	t.Logf("%s: %s after %.1fs", steps[2].condition, cond["message"], time.Since(start).Seconds())
+
+	resources, _ := c.composed()
+	object := resources[accessCheck]
+	if kind, _, _ := unstructured.NestedString(object.Object, "spec", "forProvider", "manifest", "kind"); kind != "Pod" {
+		t.Fatalf("the access-check Object must carry a Pod, got a %q", kind)
+	}
+	if !accessCheckPodName.MatchString(podOf(object)) {
+		t.Errorf("the access check's Pod is named %q, want %s and a 10-digit hex digest", podOf(object), accessCheckPrefix)
+	}
+	policy, _, _ := unstructured.NestedString(object.Object, "spec", "readiness", "policy")
+	query, _, _ := unstructured.NestedString(object.Object, "spec", "readiness", "celQuery")
+	if policy != "DeriveFromCelQuery" || query != podSucceeded {
+		t.Errorf("the access-check Object's readiness: want DeriveFromCelQuery %q, got %s %q", podSucceeded, policy, query)
+	}
+	// The checks the scenario fails are the script's, with the codes the script exits with.
+	got, err := scriptChecks(object)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, checks) {
+		t.Fatalf("the access check's script fails with %v, the e2e knows %v: update the e2e's checks from cluster.Checks", got, checks)
+	}
+
+	// AWS is fixed for the first check, and the second check now fails. The Pod that failed is
+	// finished: nothing runs it again, so the claim still shows the first failure. Crossplane
+	// reconciles on the function's TTL (15s while waiting): give it a few rounds to compose
+	// anything it should not.
+	c.report(failedAt(fails[1], cluster, region), accessCheck)
 	time.Sleep(20 * time.Second)
+	c.assertAccessCheckWithholds()
+	if m, _ := c.condition(steps[2].condition)["message"].(string); !strings.Contains(m, firstMessage) || len(otherChecksNamed(m, first)) > 0 {
+		t.Errorf("without a new run, the finished Pod must still show the %s check failed, got %q", first.name, m)
+	}
+	if now, _ := c.composed(); podOf(now[accessCheck]) != podOf(object) {
+		t.Errorf("without a new run, the access check's Pod must keep its name %s, got %s", podOf(object), podOf(now[accessCheck]))
+	}
+
+	// One run per check: each fails the next one.
+	pods := []string{podOf(object)}
+	for i, ck := range fails[1:] {
+		start := time.Now()
+		c.report(failedAt(ck, cluster, region), accessCheck)
+		pods = append(pods, c.rerun(fmt.Sprint(i+1), object, pods))
+		message := accessCheckMessage(ck, awsRefusal(ck, cluster, region))
+		cond := c.waitCondition(steps[2].condition, "False", react, message)
+		if others := otherChecksNamed(cond["message"].(string), ck); len(others) > 0 {
+			t.Errorf("run %d fails %s only, yet %s also names %v: %s", i+1, ck.name, steps[2].condition, others, cond["message"])
+		}
+		c.assertAccessCheckWithholds()
+		t.Logf("run %d: %s (exit %d) in Pod %s, on the %s in %.1fs", i+1, ck.name, ck.exitCode, pods[len(pods)-1], c.api.kind, time.Since(start).Seconds())
+	}
+
+	// Every check fixed, a last run: while its Pod runs, the claim waits on it, the old failure
+	// gone; once it succeeded the claim goes on to Ready.
+	start = time.Now()
+	c.report(want{state: podRunning}, accessCheck)
+	last := c.rerun("fixed", object, pods)
+	pods = append(pods, last)
+	c.wait(react, steps[2].condition+" waiting on the running Pod, no failure left", func() (bool, error) {
+		cond := c.condition(steps[2].condition)
+		m, _ := cond["message"].(string)
+		return cond["status"] == "False" && strings.Contains(m, "waiting for access-check to become Ready") && !strings.Contains(m, "Pod failed"), nil
+	})
+	c.assertAccessCheckWithholds()
+	c.markReady(accessCheck)
+	c.waitCondition(steps[2].condition, "True", react)
+	walk(t, nil, func() bool { return conditionStatus(c.get(), "Ready") == "True" }, c)
+	t.Logf("the run that passed: Pod %s, the %s Ready in %.1fs", last, c.api.kind, time.Since(start).Seconds())
+
+	got2 := c.get()
+	for _, s := range steps {
+		if cond := condition(got2, s.condition); cond == nil || cond["status"] != "True" {
+			t.Errorf("%s: want True once every check passed, got %v", s.condition, cond)
+		}
+	}
+	resources, _ = c.composed()
+	now := resources[accessCheck]
+	if now.GetUID() != object.GetUID() {
+		t.Errorf("the access-check Object was re-created: UID %s, was %s", now.GetUID(), object.GetUID())
+	}
+	if name, phase := observedPodOf(now); name != last || phase != "Succeeded" || conditionStatus(now, "Ready") != "True" {
+		t.Errorf("the access-check Object must observe Pod %s Succeeded and be Ready, observes %s %s, Ready=%s", last, name, phase, conditionStatus(now, "Ready"))
+	}
+	// provider-kubernetes leaves a renamed object behind: the claimed cluster holds every run's
+	// Pod, the failed ones as they failed.
+	remote := fake.remotePods(object.GetUID())
+	for i, p := range pods {
+		want := "Failed"
+		if i == len(pods)-1 {
+			want = "Succeeded"
+		}
+		if remote[p] != want {
+			t.Errorf("run %d's Pod %s: want %s in the claimed cluster, got %q", i, p, want, remote[p])
+		}
+	}
+	t.Logf("%d runs, %d Pods in the claimed cluster: %v", len(pods), len(remote), remote)
+}
+
+// rerun asks for a new run of the access check (a new value of its annotation) and waits for
+// the access-check Object, still object, to carry a Pod of a new name (none of before) and to
+// observe it in the claimed cluster. It returns the new Pod's name.
+func (c *karpenter) rerun(value string, object *unstructured.Unstructured, before []string) string {
+	c.t.Helper()
+	c.annotate(runAnnotation, value)
+	var pod string
+	c.wait(react, fmt.Sprintf("the access-check Object to carry and observe a new Pod for run %q (before: %v)", value, before), func() (bool, error) {
+		resources, _ := c.composed()
+		o, ok := resources[accessCheck]
+		if !ok {
+			return false, fmt.Errorf("the access-check Object is gone")
+		}
+		if o.GetUID() != object.GetUID() {
+			return false, fmt.Errorf("the access-check Object was re-created: UID %s, was %s", o.GetUID(), object.GetUID())
+		}
+		pod = podOf(o)
+		observed, _ := observedPodOf(o)
+		return !slices.Contains(before, pod) && observed == pod, nil
+	})
+	if !accessCheckPodName.MatchString(pod) {
+		c.t.Errorf("the access check's Pod is named %q, want %s and a 10-digit hex digest", pod, accessCheckPrefix)
+	}
+	return pod
+}
+
+// assertAccessCheckWithholds checks what a failed access check holds back: nothing of step 4 is
+// composed, ControllerReady waits for prerequisites, the request is Ready=False, and the
+// access-check Object, as provider-kubernetes reports it, is applied (Synced) but its readiness
+// query is false.
+func (c *karpenter) assertAccessCheckWithholds() {
+	c.t.Helper()
 	resources, _ := c.composed()
 	if !equalSets(sortedKeys(resources), throughStep(2)) {
-		t.Errorf("with the access check failed, nothing of step 4 may be composed: want %v, got %v", throughStep(2), sortedKeys(resources))
+		c.t.Errorf("with the access check not passed, nothing of step 4 may be composed: want %v, got %v", throughStep(2), sortedKeys(resources))
 	}
 	if next := c.condition(steps[3].condition); next == nil || next["reason"] != "WaitingForPrerequisites" {
-		t.Errorf("%s must wait for prerequisites, got %v", steps[3].condition, next)
+		c.t.Errorf("%s must wait for prerequisites, got %v", steps[3].condition, next)
 	}
 	if ready := c.condition("Ready"); ready == nil || ready["status"] != "False" {
-		t.Errorf("the claim must be Ready=False, got %v", ready)
+		c.t.Errorf("the %s must be Ready=False, got %v", c.api.kind, ready)
 	}
-	// As provider-kubernetes reports it: the Object applied (Synced), its readiness query false.
-	job := resources["access-check"]
-	if conditionStatus(job, "Ready") != "False" || conditionStatus(job, "Synced") != "True" {
-		t.Errorf("the access-check Object must be Synced=True, Ready=False, got:\n%s", conditionsText(job))
+	if o := resources[accessCheck]; o == nil || conditionStatus(o, "Ready") != "False" || conditionStatus(o, "Synced") != "True" {
+		c.t.Errorf("the access-check Object must be Synced=True, Ready=False, got:\n%s", conditionsText(o))
 	}
 }
 

@@ -100,7 +100,7 @@ func exampleFixtures(t *testing.T, e example) {
 
 	checkFailed := copyObserved(accessCheck)
 	checkFailed["access-check"] = failedCheck(accessCheck["access-check"], cluster.CheckProfile,
-		"An error occurred (AccessDenied) when calling the GetInstanceProfile operation: User: arn:aws:sts::111122223333:assumed-role/prod-eu-karpenter/eks-prod-eu-karpe-0123 is not authorized to perform: iam:GetInstanceProfile on resource: instance profile nodes with an explicit deny in a permissions boundary")
+		"An error occurred (AccessDenied) when calling the GetInstanceProfile operation: User: arn:aws:sts::111122223333:assumed-role/prod-eu-karpenter/eks-prod-eu-karpe-0123 is not authorized to perform: iam:GetInstanceProfile on resource: instance profile prod-eu-bootstrap-nodes with an explicit deny in a permissions boundary")
 	controllerFailing := copyObserved(all)
 	controllerFailing["controller-kustomization"] = kustomizationFailing(all["controller-kustomization"],
 		"HelmRelease/karpenter/karpenter status: 'Failed'")

@@ -729,4 +729,16 @@ func TestEachPreflightCheck(t *testing.T) {
 	if _, ok := rsp.GetDesired().GetResources()["controller-kustomization"]; !ok {
 		t.Error("the new run passed, yet the controller is not composed")
 	}
+
+	// Another run asked for once the controller exists: the Pod that
+	// passed is no proof for the new one, which has not run yet; the
+	// controller stays.
+	observed = aws.observe(rsp, true)
+	rsp = run(t, aRequest(t).withXRAnnotation(cluster.RunAnnotation, "2026-12-02").observing(observed).build())
+	if msg := conditionMessage(rsp, "AccessCheckReady"); conditionsOf(rsp)["AccessCheckReady"].Status != fnv1.Status_STATUS_CONDITION_FALSE || !strings.Contains(msg, "not \""+accessCheckPod(t, rsp)+"\" yet") {
+		t.Errorf("a third run asked for: AccessCheckReady %v %q, want False until the new Pod is observed", conditionsOf(rsp)["AccessCheckReady"], msg)
+	}
+	if _, ok := rsp.GetDesired().GetResources()["controller-kustomization"]; !ok {
+		t.Error("a new run of the access check dropped the controller")
+	}
 }

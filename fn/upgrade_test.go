@@ -1,6 +1,8 @@
 package main
 
 import (
+	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -334,7 +336,7 @@ func TestPermissionsLead(t *testing.T) {
 	t.Run("GateOn", func(t *testing.T) {
 		aws := fakeProviders{t: t, account: account}
 		observed := readyAt(t, "1.15.0", off)
-		call := func() *fnv1.RunFunctionResponse {
+		call2 := func(observed map[resource.Name]map[string]any) *fnv1.RunFunctionResponse {
 			rsp := run(t, on(aRequest(t).withSpec("version", "1.15.0")).observing(observed).build())
 			if msg := fatal(rsp); msg != "" {
 				t.Fatalf("fatal: %s", msg)
@@ -342,6 +344,7 @@ func TestPermissionsLead(t *testing.T) {
 			checkNothingDropped(t, observed, rsp)
 			return rsp
 		}
+		call := func() *fnv1.RunFunctionResponse { return call2(observed) }
 		rsp := call()
 		if !grants(t, rolePolicy(t, rsp), reboot) {
 			t.Fatalf("the role policy does not get %s first", reboot)
@@ -363,6 +366,17 @@ func TestPermissionsLead(t *testing.T) {
 		}
 		if rsp.GetDesired().GetComposite().GetReady() != fnv1.Ready_READY_FALSE {
 			t.Error("the XR is Ready while the controller waits for its permissions")
+		}
+
+		// AWS refuses the new document: the claim says so in AWS's words.
+		refused := deepCopy(observed["controller-role-policy"])
+		refused["status"].(map[string]any)["conditions"] = []any{
+			map[string]any{"type": "Ready", "status": "True", "reason": "Available"},
+			map[string]any{"type": "Synced", "status": "False", "reason": "ReconcileError", "message": "LimitExceeded: Maximum policy size of 10240 bytes exceeded"},
+		}
+		rsp = call2(withObserved(observed, "controller-role-policy", refused))
+		if msg := conditionMessage(rsp, "IdentityAndQueueReady"); !strings.Contains(msg, "LimitExceeded: Maximum policy size") {
+			t.Errorf("AWS refuses the new policy: IdentityAndQueueReady %q does not carry its error", msg)
 		}
 
 		observed = aws.observe(rsp, true)
@@ -416,6 +430,41 @@ func TestPermissionsLead(t *testing.T) {
 		rsp = call()
 		if rsp.GetDesired().GetComposite().GetReady() == fnv1.Ready_READY_FALSE {
 			t.Errorf("settled without the gate, the XR is not Ready: %v", conditionsOf(rsp))
+		}
+	})
+
+	t.Run("KeptStatementsTooLarge", func(t *testing.T) {
+		// AWS holds a statement the new policy drops, and the claimed
+		// cluster's Flux has not yet reconciled the controller's latest
+		// generation. A small statement is kept meanwhile; one so large
+		// that both together exceed IAM's inline policy limit is not: the
+		// new policy goes at once rather than a document IAM refuses, on
+		// which the claim would wait for ever.
+		settled := readyAt(t, "1.15.0", off)
+		want := rolePolicy(t, run(t, aRequest(t).withSpec("version", "1.15.0").observing(settled).build()))
+		var doc map[string]any
+		if err := yamlUnmarshal(want, &doc); err != nil {
+			t.Fatal(err)
+		}
+		ctrl := deepCopy(settled["controller-kustomization"])
+		ctrl["status"].(map[string]any)["atProvider"].(map[string]any)["manifest"].(map[string]any)["metadata"].(map[string]any)["generation"] = int64(2)
+		holding := func(instances int) *fnv1.RunFunctionResponse {
+			var resources []any
+			for i := range instances {
+				resources = append(resources, fmt.Sprintf("arn:aws:ec2:eu-west-3:111122223333:instance/i-%017d", i))
+			}
+			held, _ := json.Marshal(map[string]any{"Version": doc["Version"], "Statement": append(append([]any{}, doc["Statement"].([]any)...),
+				map[string]any{"Effect": "Allow", "Action": []any{"ec2:RebootInstances"}, "Resource": resources})})
+			rp := deepCopy(settled["controller-role-policy"])
+			rp["status"].(map[string]any)["atProvider"].(map[string]any)["policy"] = string(held)
+			observed := withObserved(withObserved(settled, "controller-role-policy", rp), "controller-kustomization", ctrl)
+			return run(t, aRequest(t).withSpec("version", "1.15.0").observing(observed).build())
+		}
+		if got := rolePolicy(t, holding(1)); !grants(t, got, reboot) {
+			t.Errorf("a small dropped statement is not kept while the controller moves: %s", got)
+		}
+		if got := rolePolicy(t, holding(200)); got != want {
+			t.Errorf("the kept statements would exceed the limit, yet the role policy is not the new one (%d characters)", len(got))
 		}
 	})
 }

@@ -184,6 +184,8 @@ func (p *preflight) launch(s nodepools.Selection, arch, ami, subnet, group strin
 		specs = append(specs, ts)
 	}
 	tagJSON, _ := json.Marshal(specs) // strings only: always marshals
+	// As JSON, not the CLI's shorthand: a profile's name may hold a comma.
+	profileJSON, _ := json.Marshal(map[string]string{"Name": c.Spec.NodeIdentity.InstanceProfile})
 
 	context := map[string][]string{"aws:TagKeys": keys}
 	for k, v := range tags {
@@ -208,7 +210,7 @@ func (p *preflight) launch(s nodepools.Selection, arch, ami, subnet, group strin
 	args := []string{"ec2", "run-instances", "--dry-run",
 		"--image-id", "${" + ami + "}", "--instance-type", launchType[arch],
 		"--subnet-id", "${" + subnet + "}", "--security-group-ids", "${" + group + "}",
-		"--iam-instance-profile", "Name=" + c.Spec.NodeIdentity.InstanceProfile,
+		"--iam-instance-profile", string(profileJSON),
 		"--tag-specifications", string(tagJSON)}
 	p.calls = append(p.calls, Call{Check: CheckLaunch, Args: args, Authorizations: auth})
 	words := []string{"aws"}
@@ -216,12 +218,13 @@ func (p *preflight) launch(s nodepools.Selection, arch, ami, subnet, group strin
 		words = append(words, shellWord(a))
 	}
 	// A dry run never succeeds: AWS answers DryRunOperation when it would
-	// have launched. Only a refusal fails the check; anything else (a
-	// capacity or offering error) says nothing of permissions.
+	// have launched. A refusal fails the check, and so does a call the CLI
+	// itself rejects (it proved nothing); anything else (a capacity or
+	// offering error) says nothing of permissions.
 	p.line(fmt.Sprintf(`out=$(%s 2>&1)`, strings.Join(words, " ")))
 	p.line(`case "$out" in`)
 	p.line(fmt.Sprintf(`  *DryRunOperation*) pass %s %s ;;`, CheckLaunch.Name, quote("pool "+s.Pool+": AWS would launch it")))
-	p.line(fmt.Sprintf(`  *UnauthorizedOperation*|*AccessDenied*|*"not authorized"*) fail %s %d %s"$out" ;;`, CheckLaunch.Name, CheckLaunch.ExitCode, quote("pool "+s.Pool+": ")))
+	p.line(fmt.Sprintf(`  *UnauthorizedOperation*|*AccessDenied*|*"not authorized"*|*"Parameter validation failed"*|*"Unknown options"*) fail %s %d %s"$out" ;;`, CheckLaunch.Name, CheckLaunch.ExitCode, quote("pool "+s.Pool+": ")))
 	p.line(fmt.Sprintf(`  *) printf 'warning %s: pool %s: the dry run proved nothing of permissions: %%s\n' "$out" ;;`, CheckLaunch.Name, s.Pool))
 	p.line(`esac`)
 }

@@ -281,6 +281,7 @@ func TestPreflightScript(t *testing.T) {
 		{"Name=group-name", "None", CheckGroups, "pool public: no security group matches Name=group-name,Values=prod-eu"},
 		{"ssm get-parameter", "An error occurred (ParameterNotFound) when calling the GetParameter operation: ", CheckAMI, "ParameterNotFound"},
 		{"eks describe-cluster", "An error occurred (AccessDeniedException) when calling the DescribeCluster operation: explicit deny in a service control policy", CheckAMI, "service control policy"},
+		{"ec2 run-instances", "Parameter validation failed:\nInvalid type for parameter IamInstanceProfile.Name", CheckLaunch, "Parameter validation failed"},
 		{"ec2 run-instances", "An error occurred (UnauthorizedOperation) when calling the RunInstances operation: You are not authorized to perform this operation. User is not authorized to perform: ec2:RunInstances with an explicit deny in a service control policy.", CheckLaunch, "UnauthorizedOperation"},
 	}
 	for _, tc := range cases {
@@ -293,6 +294,12 @@ func TestPreflightScript(t *testing.T) {
 				t.Errorf("termination message %q, want it to name %s and say %q", msg, tc.check.Name, tc.says)
 			}
 		})
+	}
+	// The instance profile goes as JSON: a name with a comma stays one
+	// name, where the CLI's shorthand would split it.
+	comma := loadClaim(t, map[string]any{"nodeIdentity": map[string]any{"roleArn": "arn:aws:iam::111122223333:role/nodes", "instanceProfile": "nodes,eu"}}, map[string]any{})
+	if commaScript, _ := Preflight(comma); !strings.Contains(commaScript, `'--iam-instance-profile' '{"Name":"nodes,eu"}'`) {
+		t.Error("the launch does not pass the instance profile as JSON")
 	}
 	// A dry run that fails for another reason than permissions says
 	// nothing of them: a warning, and the preflight passes.

@@ -22,7 +22,10 @@ const (
 	EC2NodeClassCondition = "operator_ec2nodeclass_status_condition_count"
 	// sigs.k8s.io/karpenter pkg/controllers/provisioning/scheduling: pods
 	// the last scheduling simulation could place on no NodePool.
-	UnschedulablePods  = "karpenter_scheduler_unschedulable_pods_count"
+	UnschedulablePods = "karpenter_scheduler_unschedulable_pods_count"
+	// sigs.k8s.io/karpenter pkg/controllers/metrics/pod: one series per
+	// pod, by phase.
+	PodState           = "karpenter_pods_state"
 	SchedulingDuration = "karpenter_scheduler_scheduling_duration_seconds"
 	// github.com/jonathan-innis/aws-sdk-go-prometheus: every AWS API
 	// request, by service, action and HTTP status code.

@@ -104,8 +104,11 @@ func Rules(ratio string) PrometheusRule {
 			},
 		},
 		{
-			Alert:  AlertUnschedulablePods,
-			Expr:   fmt.Sprintf(`max(%s) > 0`, UnschedulablePods),
+			Alert: AlertUnschedulablePods,
+			// The gauge keeps its last value once no pod is pending
+			// (Karpenter then skips the simulation): only pending pods
+			// make it news.
+			Expr:   fmt.Sprintf(`max(%s) > 0 and on () count(%s{phase="Pending"}) > 0`, UnschedulablePods, PodState),
 			For:    "15m",
 			Labels: warning,
 			Annotations: map[string]string{

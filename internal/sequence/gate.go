@@ -167,13 +167,12 @@ func (s Step) observe(name resource.Name, desired runtime.Object, ocd resource.O
 		return h
 	}
 	if why, ok := s.NotReady[name]; ok {
-		return Health{Problems: []string{why}}
+		// With its own controller's words: AWS refusing the new
+		// document, say, which it reports as Synced=False.
+		return Health{Problems: append([]string{why}, problemsOf(ocd.Resource)...)}
 	}
 	if !scope.IsObject(ocd.Resource.GroupVersionKind().GroupKind()) {
 		return h
-	}
-	if kind, _ := ocd.Resource.GetString("status.atProvider.manifest.kind"); kind == "Pod" {
-		return h // the access check: its Pod's name changes with its spec
 	}
 	cd, ok := desired.(*composed.Unstructured)
 	if !ok {
@@ -181,6 +180,16 @@ func (s Step) observe(name resource.Name, desired runtime.Object, ocd resource.O
 		if cd, err = composed.From(desired); err != nil {
 			return Health{Problems: []string{err.Error()}}
 		}
+	}
+	// What an Object observes is the object of the name it was last
+	// applied with: an access check's new Pod has not run while the old
+	// one is all it reports.
+	want, _ := cd.GetString("spec.forProvider.manifest.metadata.name")
+	if got, _ := ocd.Resource.GetString("status.atProvider.manifest.metadata.name"); got != want {
+		return Health{Problems: append([]string{fmt.Sprintf("the claimed cluster reports %q, not %q yet", got, want)}, problemsOf(ocd.Resource)...)}
+	}
+	if kind, _ := ocd.Resource.GetString("status.atProvider.manifest.kind"); kind == "Pod" {
+		return h // the access check: its Pod's name changes with its spec
 	}
 	if why := Behind(cd, ocd.Resource); why != "" {
 		return Health{Problems: []string{why}}

@@ -37,15 +37,23 @@ func Observe(ocd resource.ObservedComposed) Health {
 	if h.Ready {
 		return h
 	}
-	for _, t := range []xpv1.ConditionType{xpv1.TypeSynced, xpv1.TypeReady} {
-		if c := ConditionOf(r, t); c.Status == corev1.ConditionFalse && c.Message != "" {
-			h.Problems = append(h.Problems, fmt.Sprintf("%s=False (%s): %s", t, c.Reason, c.Message))
-		}
-	}
+	h.Problems = append(h.Problems, problemsOf(r)...)
 	if object {
 		h.Problems = append(h.Problems, remoteReady(r)...)
 	}
 	return h
+}
+
+// problemsOf are the Synced=False and Ready=False messages of a resource's
+// own controller.
+func problemsOf(r *composed.Unstructured) []string {
+	var out []string
+	for _, t := range []xpv1.ConditionType{xpv1.TypeSynced, xpv1.TypeReady} {
+		if c := ConditionOf(r, t); c.Status == corev1.ConditionFalse && c.Message != "" {
+			out = append(out, fmt.Sprintf("%s=False (%s): %s", t, c.Reason, c.Message))
+		}
+	}
+	return out
 }
 
 // remoteReady is the Ready=False condition, with its message, of the object
@@ -100,7 +108,9 @@ func observePod(r *composed.Unstructured) Health {
 			h.Problems = append(h.Problems, fmt.Sprintf("Pod waiting (%s): %s", w.Reason, w.Message))
 		}
 	}
-	if len(h.Problems) == 0 && st.Phase == string(corev1.PodFailed) {
+	if st.Phase == string(corev1.PodFailed) && (st.Reason != "" || len(h.Problems) == 0) {
+		// A Pod the kubelet stopped (DeadlineExceeded, Evicted) says so
+		// itself, besides its container's exit.
 		h.Problems = append(h.Problems, fmt.Sprintf("Pod failed (%s): %s", st.Reason, st.Message))
 	}
 	return h

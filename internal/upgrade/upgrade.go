@@ -20,6 +20,7 @@ import (
 
 	"github.com/do-now/function-karpenter/internal/awsres"
 	"github.com/do-now/function-karpenter/internal/flux"
+	"github.com/do-now/function-karpenter/internal/naming"
 	"github.com/do-now/function-karpenter/internal/sequence"
 	"github.com/do-now/function-karpenter/internal/spec"
 	"github.com/do-now/function-karpenter/internal/versions"
@@ -204,6 +205,12 @@ func permissions(c *spec.Config, to versions.Version, observed map[resource.Name
 	kept, err := union(held, want)
 	if err != nil {
 		return o, err
+	}
+	if len(kept) > naming.MaxInlinePolicy {
+		// IAM would refuse it, and the claim would wait for ever: the
+		// new policy goes at once instead, and the controller may lack
+		// what it drops until it moves.
+		return o, nil
 	}
 	o.keep[awsres.ControllerRolePolicy] = map[string]any{pathPolicy: kept}
 	return o, nil

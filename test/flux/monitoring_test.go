@@ -267,9 +267,17 @@ func TestRulesFire(t *testing.T) {
 			eval: "30m", labels: map[string]string{"action": "CreateFleet"}, value: "10%",
 		},
 		{
-			alert:  monitoring.AlertUnschedulablePods,
-			firing: []series{{monitoring.UnschedulablePods + `{controller="provisioner"}`, "3x30"}},
-			quiet:  []series{{monitoring.UnschedulablePods + `{controller="provisioner"}`, "0 0 4 4 0x26"}},
+			alert: monitoring.AlertUnschedulablePods,
+			firing: []series{
+				{monitoring.UnschedulablePods + `{controller="provisioner"}`, "3x30"},
+				{monitoring.PodState + `{name="web-0",namespace="team-a",phase="Pending"}`, "1x30"},
+			},
+			// Once no pod is pending Karpenter leaves the gauge at its
+			// last value: quiet all the same.
+			quiet: []series{
+				{monitoring.UnschedulablePods + `{controller="provisioner"}`, "3x30"},
+				{monitoring.PodState + `{name="web-0",namespace="team-a",phase="Running"}`, "1x30"},
+			},
 			eval:   "20m", value: "3",
 		},
 	}
