@@ -111,19 +111,31 @@ func forEachAPIAtOnce(t *testing.T, scenario func(*testing.T, *api)) {
 // The composed resource names of each step (API: see the README), and the condition that
 // reports the step. A step's resources appear in rounds: step three's ServiceAccount and
 // access-check Pod live in the namespace, so their Objects are composed only once the
-// namespace's Object is Ready.
+// namespace's Object is Ready. A step beside the others (the monitoring) holds no later step
+// back: its resources appear with the next step's, and only the request's Ready waits for it.
 var steps = []struct {
 	condition string
 	rounds    [][]string
+	beside    bool
 }{
 	{"IdentityAndQueueReady", [][]string{{"controller-role", "controller-role-policy", "interruption-queue",
-		"rule-capacity-reservation", "rule-health", "rule-rebalance", "rule-spot-interruption", "rule-state-change"}}},
+		"rule-capacity-reservation", "rule-health", "rule-rebalance", "rule-spot-interruption", "rule-state-change"}}, false},
 	{"InterruptionWiringReady", [][]string{{"interruption-queue-policy", "pod-identity-association",
-		"target-capacity-reservation", "target-health", "target-rebalance", "target-spot-interruption", "target-state-change"}}},
-	{"AccessCheckReady", [][]string{{"controller-namespace"}, {"access-check", "controller-service-account"}}},
-	{"ControllerReady", [][]string{{"controller-kustomization"}}},
-	{"NodePoolsReady", [][]string{{"nodes-kustomization"}}},
+		"target-capacity-reservation", "target-health", "target-rebalance", "target-spot-interruption", "target-state-change"}}, false},
+	{"AccessCheckReady", [][]string{{"controller-namespace"}, {"access-check", "controller-service-account"}}, false},
+	{"ControllerReady", [][]string{{"controller-kustomization"}}, false},
+	{"MonitoringReady", [][]string{{"monitoring-kustomization"}}, true},
+	{"NodePoolsReady", [][]string{{"nodes-kustomization"}}, false},
 }
+
+// observers are the observe-only Objects that read each pool's NodePool from the claimed
+// cluster. They appear once the controller is Ready (with the steps after it), count Ready for
+// Crossplane whatever they report, hold nothing back and report no step condition: what they
+// read is status.pools and PoolsWithinLimits.
+var observers = []string{"observe-nodepool-private", "observe-nodepool-public"}
+
+// observedFrom is the first step composed with the observers.
+const observedFrom = 4
 
 // stepNames is every composed resource name of step i, in every round.
 func stepNames(i int) []string {
@@ -136,7 +148,7 @@ func stepNames(i int) []string {
 }
 
 // throughRound is every composed resource name of the steps before i and of rounds 0..r of
-// step i.
+// step i, and of what appears with them: the steps after a step beside, the observers.
 func throughRound(i, r int) []string {
 	var out []string
 	for j := range i {
@@ -144,6 +156,12 @@ func throughRound(i, r int) []string {
 	}
 	for _, names := range steps[i].rounds[:r+1] {
 		out = append(out, names...)
+	}
+	for j := i + 1; j < len(steps) && steps[j-1].beside; j++ {
+		out = append(out, stepNames(j)...)
+	}
+	if i >= observedFrom {
+		out = append(out, observers...)
 	}
 	sort.Strings(out)
 	return out

@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/yaml"
 )
 
 // Labels and annotations Crossplane puts on every composed resource.
@@ -54,8 +55,9 @@ type composedKind struct {
 func (k composedKind) apiVersion() string { return k.gvr.GroupVersion().String() }
 
 // The kinds of both APIs: provider-aws' managed resources, provider-kubernetes' Object (step
-// three's Namespace, ServiceAccount and access-check Pod, and the two Flux Kustomizations, applied
-// to the claimed cluster through the provider config it names), and Crossplane's Usages.
+// three's Namespace, ServiceAccount and access-check Pod, the three Flux Kustomizations and the
+// pools' observe-only NodePools, applied to or read from the claimed cluster through the provider
+// config it names), and Crossplane's Usages.
 var composedKinds = []composedKind{
 	{gvr("iam.aws.upbound.io", "v1beta1", "roles"), "Role", false, providerFinalizer, "aws.upbound.io"},
 	{gvr("iam.aws.upbound.io", "v1beta1", "rolepolicies"), "RolePolicy", false, providerFinalizer, "aws.upbound.io"},
@@ -144,6 +146,16 @@ type want struct {
 	message string // the provider's or Flux's message, for failing and unready; AWS's, for checkFailed
 	dropARN bool   // unready only: the provider no longer observes the resource's ARN
 	check   check  // checkFailed only: the access check's check that fails
+	// pool is, for an observe-only Object of a NodePool, what the claimed cluster's Karpenter
+	// reports of the pool once it exists: nil reports an empty pool (no node, nothing used).
+	pool *poolReport
+}
+
+// A poolReport is what Karpenter reports in a NodePool's status: its nodes, and the CPU and
+// memory they provide (quantities, as Karpenter writes them).
+type poolReport struct {
+	nodes       int64
+	cpu, memory string
 }
 
 type state int
@@ -204,6 +216,12 @@ func (f *fakeProvider) run(ctx context.Context) {
 				complete = false
 				continue
 			}
+			// The Objects of one XR, by composition resource name: an observe-only Object reads
+			// what another one's Kustomization applied.
+			siblings := map[string]*unstructured.Unstructured{}
+			for i := range l.Items {
+				siblings[composerOf(&l.Items[i]).String()+"/"+l.Items[i].GetAnnotations()[resourceNameAnno]] = &l.Items[i]
+			}
 			for i := range l.Items {
 				u := &l.Items[i]
 				present[u.GetUID()] = true
@@ -212,6 +230,11 @@ func (f *fakeProvider) run(ctx context.Context) {
 					f.reconcileFinalizer(ctx, k, u)
 				}
 				w, ok := f.wantFor(u)
+				if !ok && k.kind == "Object" && observeOnly(u) {
+					// Nothing for the test to decide: the provider reads whatever the claimed
+					// cluster holds, an empty pool unless the test says otherwise.
+					w, ok = want{state: ready}, true
+				}
 				if !ok || u.GetDeletionTimestamp() != nil {
 					continue
 				}
@@ -219,7 +242,8 @@ func (f *fakeProvider) run(ctx context.Context) {
 				case k.configs == "":
 					// A Usage: Crossplane makes it Ready, no provider reports on it.
 				case k.kind == "Object":
-					_ = f.updateStatus(ctx, k, u, f.objectStatus(f.providerConfig(ctx, configs, k, u), u, w))
+					nodes := siblings[composerOf(u).String()+"/"+nodesKustomization]
+					_ = f.updateStatus(ctx, k, u, f.objectStatus(f.providerConfig(ctx, configs, k, u), u, w, nodes))
 				default:
 					// Without its provider config the provider cannot call AWS: whatever the test
 					// says AWS answers, the resource fails as the real one would.
@@ -518,8 +542,10 @@ func kustomizationStatus(gen int64, s state, message string) map[string]any {
 // default), once the observed object's Ready condition is True (DeriveFromObject), or the
 // Object's own CEL query evaluated on that observed object (DeriveFromCelQuery), as
 // provider-kubernetes evaluates them. An unready Object carrying a Kustomization is one whose
-// Kustomization the cluster's Flux reports unready.
-func (f *fakeProvider) objectStatus(config error, u *unstructured.Unstructured, w want) map[string]any {
+// Kustomization the cluster's Flux reports unready. An observe-only Object (managementPolicies:
+// [Observe]) creates nothing: see observeOnlyStatus; nodes is its XR's nodes Kustomization
+// Object, nil when there is none.
+func (f *fakeProvider) objectStatus(config error, u *unstructured.Unstructured, w want, nodes *unstructured.Unstructured) map[string]any {
 	synced := xpCondition("Synced", "True", "ReconcileSuccess", "")
 	failed := func(message string) map[string]any {
 		return map[string]any{"conditions": []any{xpCondition("Ready", "False", "Creating", ""), xpCondition("Synced", "False", "ReconcileError", message)}}
@@ -532,6 +558,8 @@ func (f *fakeProvider) objectStatus(config error, u *unstructured.Unstructured, 
 	switch {
 	case w.state == failing:
 		return failed(w.message)
+	case observeOnly(u):
+		return f.observeOnlyStatus(u, manifest, w, nodes)
 	case w.state == unready && !remoteKustomization:
 		return map[string]any{"conditions": []any{xpCondition("Ready", "False", "Unavailable", w.message), synced}}
 	}
@@ -587,6 +615,82 @@ func (f *fakeProvider) remoteObject(o *unstructured.Unstructured, manifest map[s
 		obj.Object["status"] = kustomizationStatus(1, s, w.message)
 	}
 	return obj.Object
+}
+
+// nodesKustomization is the composition resource name of the Object whose Kustomization applies
+// the NodePools (API: see the README).
+const nodesKustomization = "nodes-kustomization"
+
+// observeOnly tells whether an Object only observes its manifest (managementPolicies: [Observe]).
+func observeOnly(u *unstructured.Unstructured) bool {
+	policies, _, _ := unstructured.NestedStringSlice(u.Object, "spec", "managementPolicies")
+	return len(policies) == 1 && policies[0] == "Observe"
+}
+
+// observeOnlyStatus is what provider-kubernetes reports of an observe-only Object: it never
+// creates the object, it reads it from the claimed cluster. Of a NodePool, the claimed cluster
+// holds one once its Flux applied the nodes Kustomization (the test made that Object Ready):
+// spec.limits as the Kustomization's patch for that pool sets them, and the status its Karpenter
+// reports (w.pool: nodes and the CPU and memory they provide; an empty pool when nil); Ready and
+// Synced True (no readiness policy: SuccessfulCreate). Until then, or of any other kind, the
+// object does not exist, and the managed reconciler of crossplane-runtime refuses to create it:
+// Synced=False "observe failed: external resource does not exist", nothing at atProvider.
+func (f *fakeProvider) observeOnlyStatus(u *unstructured.Unstructured, manifest map[string]any, w want, nodes *unstructured.Unstructured) map[string]any {
+	absent := map[string]any{"conditions": []any{xpCondition("Synced", "False", "ReconcileError", "observe failed: external resource does not exist")}}
+	if manifest["kind"] != "NodePool" || nodes == nil || nodes.GetDeletionTimestamp() != nil {
+		return absent
+	}
+	applied, ok := f.wantFor(nodes)
+	if !ok || applied.state != ready {
+		return absent
+	}
+	name, _, _ := unstructured.NestedString(manifest, "metadata", "name")
+	limits, found := nodePoolLimits(nodes, name)
+	if !found {
+		return absent // the Kustomization applies no NodePool of that name
+	}
+	report := poolReport{cpu: "0", memory: "0"}
+	if w.pool != nil {
+		report = *w.pool
+	}
+	obj := (&unstructured.Unstructured{Object: manifest}).DeepCopy()
+	obj.SetUID(types.UID("remote-" + string(u.GetUID())))
+	obj.SetResourceVersion("1")
+	obj.SetGeneration(1)
+	_ = unstructured.SetNestedField(obj.Object, u.GetCreationTimestamp().UTC().Format(time.RFC3339), "metadata", "creationTimestamp")
+	if limits != nil {
+		_ = unstructured.SetNestedField(obj.Object, limits, "spec", "limits")
+	}
+	obj.Object["status"] = map[string]any{
+		"nodes":     report.nodes,
+		"resources": map[string]any{"cpu": report.cpu, "memory": report.memory, "nodes": fmt.Sprint(report.nodes)},
+		"conditions": []any{map[string]any{"type": "Ready", "status": "True", "reason": "Ready", "message": "",
+			"observedGeneration": int64(1), "lastTransitionTime": u.GetCreationTimestamp().UTC().Format(time.RFC3339)}},
+	}
+	return map[string]any{"atProvider": map[string]any{"manifest": obj.Object},
+		"conditions": []any{xpCondition("Ready", "True", "Available", ""), xpCondition("Synced", "True", "ReconcileSuccess", "")}}
+}
+
+// nodePoolLimits reads, from a nodes Kustomization Object, the spec.limits its patch of NodePool
+// name sets (the patches are YAML documents in spec.forProvider.manifest.spec.patches); found is
+// false when no patch targets that NodePool.
+func nodePoolLimits(nodes *unstructured.Unstructured, name string) (limits map[string]any, found bool) {
+	patches, _, _ := unstructured.NestedSlice(nodes.Object, "spec", "forProvider", "manifest", "spec", "patches")
+	for _, p := range patches {
+		pm, _ := p.(map[string]any)
+		text, _ := pm["patch"].(string)
+		var doc map[string]any
+		if err := yaml.Unmarshal([]byte(text), &doc); err != nil || doc == nil {
+			continue // a JSON patch list, or not an object
+		}
+		u := &unstructured.Unstructured{Object: doc}
+		if u.GetKind() != "NodePool" || u.GetName() != name {
+			continue
+		}
+		limits, _, _ = unstructured.NestedMap(doc, "spec", "limits")
+		return limits, true
+	}
+	return nil, false
 }
 
 // remoteReady is provider-kubernetes' DeriveFromObject: the observed object's Ready condition

@@ -61,7 +61,11 @@ func pendingIn(message string) []string {
 // while the last resource of a step is not Ready the function has observably seen the rest Ready
 // and still withholds the next step. Every object was accepted by the API server against the real
 // CRDs, is of its API's scope (the namespaced XR's all in its namespace), and the claim or the
-// namespaced XR shows the role ARN, the queue, the rule ARNs and every step condition.
+// namespaced XR shows the role ARN, the queue, the rule ARNs and every step condition. The
+// monitoring, beside the node pools, is left unready until they are Ready: the node pools do not
+// wait for it, the request does. Meanwhile the pools the claimed cluster's Karpenter reports show
+// in status.pools and PoolsWithinLimits (Unknown before any NodePool exists), within their limits,
+// then one near them: PoolsWithinLimits turns False naming it, and the request still goes Ready.
 func TestWalkToReady(t *testing.T) {
 	timed(t)
 	forEachAPI(t, testWalkToReady)
@@ -70,6 +74,7 @@ func TestWalkToReady(t *testing.T) {
 func testWalkToReady(t *testing.T, a *api) {
 	c := newKarpenter(t, a, "team-a", "karpenter", "prod-eu")
 
+	var besides []int // the steps beside the others, left unready while the later steps walk
 	for i, s := range steps {
 		start := time.Now()
 		for r, names := range s.rounds {
@@ -93,7 +98,13 @@ func testWalkToReady(t *testing.T, a *api) {
 			})
 			if i+1 < len(steps) {
 				next := c.condition(steps[i+1].condition)
-				if next == nil || next["status"] != "False" || next["reason"] != "WaitingForPrerequisites" {
+				switch {
+				case s.beside:
+					// The next step does not wait for this one: it waits on its own resources.
+					if next == nil || next["status"] != "False" || next["reason"] != "Creating" {
+						t.Errorf("step %d: %s is beside the others: while %s is not Ready, %s must be False/Creating on its own resources, got %v", i+1, s.condition, last, steps[i+1].condition, next)
+					}
+				case next == nil || next["status"] != "False" || next["reason"] != "WaitingForPrerequisites":
 					t.Errorf("step %d: while %s is not Ready, %s must be False/WaitingForPrerequisites, got %v", i+1, last, steps[i+1].condition, next)
 				}
 			}
@@ -103,14 +114,58 @@ func testWalkToReady(t *testing.T, a *api) {
 			if ready := c.condition("Ready"); ready == nil || ready["status"] != "False" {
 				t.Errorf("step %d: the %s must be held at Ready=False while steps are withheld, got %v", i+1, a.kind, ready)
 			}
+			if s.condition == "NodePoolsReady" {
+				// The observers exist, but the claimed cluster holds no NodePool yet.
+				cond := c.waitCondition(poolsCondition, "Unknown", react)
+				if cond["reason"] != "NotObservedYet" {
+					t.Errorf("with no NodePool applied, %s must be Unknown/NotObservedYet, got %v", poolsCondition, cond)
+				}
+				for pool, rep := range poolsWithin {
+					fake.set(c.xr, "observe-nodepool-"+pool, want{state: ready, pool: &rep})
+				}
+			}
+			if s.beside {
+				continue
+			}
 			c.markReady(last)
+		}
+		if s.beside {
+			besides = append(besides, i)
+			t.Logf("step %d (%s): %d resources appeared in %.1fs; left unready while the next steps walk", i+1, s.condition, len(stepNames(i)), time.Since(start).Seconds())
+			continue
 		}
 		c.waitCondition(s.condition, "True", react)
 		t.Logf("step %d (%s): %d resources appeared and became Ready in %.1fs", i+1, s.condition, len(stepNames(i)), time.Since(start).Seconds())
 	}
 
+	// Every step but those beside is Ready: the pools, as the claimed cluster's Karpenter reports
+	// them, show on the request, which still waits for the steps beside.
+	start := time.Now()
+	assertPools(t, c, "True", "WithinLimits", "every pool below 0.9 of its limits", wantPoolsWithin)
+	if ready := c.condition("Ready"); ready == nil || ready["status"] != "False" {
+		t.Errorf("the %s must wait for %s beside the node pools: want Ready=False, got %v", a.kind, steps[besides[0]].condition, ready)
+	}
+	// A pool at the platform's near-limits ratio: the request says which and by how much, and
+	// observing holds nothing back.
+	near := poolsWithin["private"]
+	near.cpu = "95"
+	fake.set(c.xr, "observe-nodepool-private", want{state: ready, pool: &near})
+	wantNearPools := clonePools(wantPoolsWithin)
+	wantNearPools["private"].(map[string]any)["cpu"] = map[string]any{"used": "95", "limit": "100", "percent": int64(95)}
+	assertPools(t, c, "False", "NearLimits", "at or above 0.9 of their limits, Karpenter will soon launch no more nodes: private: cpu 95 of 100 (95%)", wantNearPools)
+	if cond := c.condition("NodePoolsReady"); cond == nil || cond["status"] != "True" {
+		t.Errorf("a pool near its limits must not hold NodePoolsReady back, got %v", cond)
+	}
+	t.Logf("pools observed within, then near their limits, in %.1fs", time.Since(start).Seconds())
+	for _, i := range besides {
+		c.markReady(stepNames(i)...)
+		c.waitCondition(steps[i].condition, "True", react)
+	}
 	c.waitCondition("Ready", "True", react)
 	got := c.get()
+	if cond := condition(got, poolsCondition); cond == nil || cond["status"] != "False" || cond["reason"] != "NearLimits" {
+		t.Errorf("Ready with a pool near its limits: %s must stay False/NearLimits, got %v", poolsCondition, cond)
+	}
 	for _, s := range steps {
 		cond := condition(got, s.condition)
 		if cond == nil || cond["status"] != "True" || cond["reason"] != "Available" {
@@ -328,11 +383,11 @@ func walk(t *testing.T, overrides map[string]want, done func() bool, cs ...*karp
 }
 
 // assertDelivery checks that a request's resources go to its own cluster: every Object (step
-// three's and the two Kustomizations') applies through the cluster's provider config (a
-// ProviderConfig, or for the namespaced XR a ClusterProviderConfig, of the same name), no
-// Kustomization names a kubeconfig (the claimed cluster's own Flux applies it) and each is named
-// after the cluster, and every resource (and every manifest an Object carries) is labelled with
-// the cluster.
+// three's, the three Kustomizations' and the pools' observe-only ones) goes through the cluster's
+// provider config (a ProviderConfig, or for the namespaced XR a ClusterProviderConfig, of the
+// same name), no Kustomization names a kubeconfig (the claimed cluster's own Flux applies it) and
+// each is named after the cluster, and every resource (and every manifest an Object applies) is
+// labelled with the cluster; an observe-only Object names a NodePool and applies nothing.
 func assertDelivery(t *testing.T, resources map[string]*unstructured.Unstructured, cluster string) {
 	t.Helper()
 	for _, n := range sortedKeys(resources) {
@@ -344,6 +399,14 @@ func assertDelivery(t *testing.T, resources map[string]*unstructured.Unstructure
 		case "Object":
 			if pc, _, _ := unstructured.NestedString(u.Object, "spec", "providerConfigRef", "name"); pc != cluster {
 				t.Errorf("Object %s (%s): providerConfigRef %q, want %q", u.GetName(), n, pc, cluster)
+			}
+			if observeOnly(u) {
+				// It writes nothing to the claimed cluster, only names what it reads there.
+				m, _, _ := unstructured.NestedMap(u.Object, "spec", "forProvider", "manifest")
+				if m["apiVersion"] != "karpenter.sh/v1" || m["kind"] != "NodePool" || m["spec"] != nil {
+					t.Errorf("Object %s (%s): observe-only, it must name a karpenter.sh/v1 NodePool and carry nothing to apply, got %v", u.GetName(), n, m)
+				}
+				continue
 			}
 			labels, _, _ := unstructured.NestedStringMap(u.Object, "spec", "forProvider", "manifest", "metadata", "labels")
 			if labels[clusterLabel] != cluster {
