@@ -162,6 +162,28 @@ func Run(steps []Step, observed map[resource.Name]resource.ObservedComposed, lab
 // unless the step counts it unready, or it is an Object whose object the
 // claimed cluster has not yet acted on as desired.
 func (s Step) observe(name resource.Name, desired runtime.Object, ocd resource.ObservedComposed) Health {
+	object := scope.IsObject(ocd.Resource.GroupVersionKind().GroupKind())
+	var cd *composed.Unstructured
+	if object {
+		var ok bool
+		if cd, ok = desired.(*composed.Unstructured); !ok {
+			var err error
+			if cd, err = composed.From(desired); err != nil {
+				return Health{Problems: []string{err.Error()}}
+			}
+		}
+		// What an Object observes is the object of the name it was last
+		// applied with: an access check's new Pod has not run while the
+		// old one, passed or failed, is all it reports.
+		want, _ := cd.GetString("spec.forProvider.manifest.metadata.name")
+		if got, _ := ocd.Resource.GetString("status.atProvider.manifest.metadata.name"); got != want {
+			why := fmt.Sprintf("the claimed cluster reports %q, not %q yet", got, want)
+			if got == "" {
+				why = "the claimed cluster reports nothing of it yet"
+			}
+			return Health{Problems: append([]string{why}, problemsOf(ocd.Resource)...)}
+		}
+	}
 	h := Observe(ocd)
 	if !h.Ready {
 		return h
@@ -171,22 +193,8 @@ func (s Step) observe(name resource.Name, desired runtime.Object, ocd resource.O
 		// document, say, which it reports as Synced=False.
 		return Health{Problems: append([]string{why}, problemsOf(ocd.Resource)...)}
 	}
-	if !scope.IsObject(ocd.Resource.GroupVersionKind().GroupKind()) {
+	if !object {
 		return h
-	}
-	cd, ok := desired.(*composed.Unstructured)
-	if !ok {
-		var err error
-		if cd, err = composed.From(desired); err != nil {
-			return Health{Problems: []string{err.Error()}}
-		}
-	}
-	// What an Object observes is the object of the name it was last
-	// applied with: an access check's new Pod has not run while the old
-	// one is all it reports.
-	want, _ := cd.GetString("spec.forProvider.manifest.metadata.name")
-	if got, _ := ocd.Resource.GetString("status.atProvider.manifest.metadata.name"); got != want {
-		return Health{Problems: append([]string{fmt.Sprintf("the claimed cluster reports %q, not %q yet", got, want)}, problemsOf(ocd.Resource)...)}
 	}
 	if kind, _ := ocd.Resource.GetString("status.atProvider.manifest.kind"); kind == "Pod" {
 		return h // the access check: its Pod's name changes with its spec
