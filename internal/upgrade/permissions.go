@@ -3,7 +3,6 @@ package upgrade
 import (
 	"encoding/json"
 	"fmt"
-	"reflect"
 )
 
 // statements is a policy document's statements, parsed; nil when it is
@@ -19,24 +18,23 @@ func statements(doc string) (version any, st []map[string]any) {
 	return d.Version, d.Statement
 }
 
-// sameStatement compares two statements as parsed JSON, whatever their
-// Sid: a statement kept for a running controller may have lost its own.
-func sameStatement(a, b map[string]any) bool {
-	return reflect.DeepEqual(stripSid(a), stripSid(b))
+// statementKey is a statement as parsed JSON, whatever its Sid (a
+// statement kept for a running controller may have lost its own), in one
+// canonical spelling: encoding/json writes map keys sorted.
+func statementKey(s map[string]any) string {
+	b, _ := json.Marshal(stripSid(s)) // parsed from JSON: always marshals
+	return string(b)
 }
 
 // missing are the statements of want that held lacks.
 func missing(held, want []map[string]any) []map[string]any {
+	have := make(map[string]bool, len(held))
+	for _, h := range held {
+		have[statementKey(h)] = true
+	}
 	var out []map[string]any
 	for _, w := range want {
-		found := false
-		for _, h := range held {
-			if sameStatement(h, w) {
-				found = true
-				break
-			}
-		}
-		if !found {
+		if !have[statementKey(w)] {
 			out = append(out, w)
 		}
 	}
