@@ -278,7 +278,7 @@ func TestRulesFire(t *testing.T) {
 				{monitoring.UnschedulablePods + `{controller="provisioner"}`, "3x30"},
 				{monitoring.PodState + `{name="web-0",namespace="team-a",phase="Running"}`, "1x30"},
 			},
-			eval:   "20m", value: "3",
+			eval: "20m", value: "3",
 		},
 	}
 	rules := monitoring.Rules(ratio)
