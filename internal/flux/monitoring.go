@@ -19,12 +19,9 @@ func MonitoringName(c *spec.Config) string {
 }
 
 // Monitoring returns the monitoring step: the Object carrying the
-// Kustomization of the monitoring base, nothing when the platform turns
-// monitoring off.
+// Kustomization of the monitoring base. The sequence has the step only
+// when the platform turns monitoring on.
 func Monitoring(c *spec.Config) (map[resource.Name]runtime.Object, error) {
-	if !*c.Input.Monitoring.Enabled {
-		return map[resource.Name]runtime.Object{}, nil
-	}
 	return inObject(c, MonitoringKustomization, MonitoringManifest(c))
 }
 

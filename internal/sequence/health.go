@@ -125,6 +125,12 @@ func ConditionOf(r *composed.Unstructured, t xpv1.ConditionType) xpv1.Condition 
 	if !ok {
 		return xpv1.Condition{} // as the SDK answers for an object without status
 	}
+	return conditionIn(status, t)
+}
+
+// conditionIn is condition t of a status's conditions, Unknown when it
+// has none: a managed resource's, or an observed object's own.
+func conditionIn(status map[string]any, t xpv1.ConditionType) xpv1.Condition {
 	conditions, _ := status["conditions"].([]any)
 	for _, c := range conditions {
 		m, _ := c.(map[string]any)

@@ -5,7 +5,6 @@ import (
 
 	xpv1 "github.com/crossplane/crossplane-runtime/v2/apis/common/v1"
 	"github.com/crossplane/function-sdk-go/resource/composed"
-	corev1 "k8s.io/api/core/v1"
 )
 
 // A Remote is what a provider-kubernetes Object last observed of its
@@ -33,7 +32,7 @@ func RemoteOf(r *composed.Unstructured) (Remote, bool) {
 	if !ok {
 		return Remote{}, false
 	}
-	rm := Remote{Ready: xpv1.Condition{Type: xpv1.TypeReady, Status: corev1.ConditionUnknown}}
+	var rm Remote
 	rm.Kind, _ = manifest["kind"].(string)
 	rm.Spec, _ = manifest["spec"].(map[string]any)
 	meta, _ := manifest["metadata"].(map[string]any)
@@ -42,15 +41,7 @@ func RemoteOf(r *composed.Unstructured) (Remote, bool) {
 	if g, ok := integer(rs["observedGeneration"]); ok {
 		rm.ObservedGeneration = &g
 	}
-	conditions, _ := rs["conditions"].([]any)
-	for _, c := range conditions {
-		m, _ := c.(map[string]any)
-		if m["type"] != string(xpv1.TypeReady) {
-			continue
-		}
-		str := func(k string) string { s, _ := m[k].(string); return s }
-		rm.Ready = xpv1.Condition{Type: xpv1.TypeReady, Status: corev1.ConditionStatus(str("status")), Reason: xpv1.ConditionReason(str("reason")), Message: str("message")}
-	}
+	rm.Ready = conditionIn(rs, xpv1.TypeReady)
 	return rm, true
 }
 
@@ -119,10 +110,6 @@ func holds(got, want any) bool {
 func number(v any) (float64, bool) {
 	switch n := v.(type) {
 	case int64:
-		return float64(n), true
-	case int:
-		return float64(n), true
-	case int32:
 		return float64(n), true
 	case float64:
 		return n, true

@@ -5,17 +5,17 @@ import (
 	"fmt"
 )
 
-// statements is a policy document's statements, parsed; nil when it is
-// not a policy.
-func statements(doc string) (version any, st []map[string]any) {
-	var d struct {
-		Version   any              `json:"Version"`
-		Statement []map[string]any `json:"Statement"`
-	}
-	if json.Unmarshal([]byte(doc), &d) != nil {
-		return nil, nil
-	}
-	return d.Version, d.Statement
+// A document is a policy document as parsed JSON.
+type document struct {
+	Version   any              `json:"Version"`
+	Statement []map[string]any `json:"Statement"`
+}
+
+// parsePolicy parses a policy document; false when doc is not one.
+func parsePolicy(doc string) (document, bool) {
+	var d document
+	err := json.Unmarshal([]byte(doc), &d)
+	return d, err == nil && d.Statement != nil
 }
 
 // statementKey is a statement as parsed JSON, whatever its Sid (a
@@ -26,45 +26,50 @@ func statementKey(s map[string]any) string {
 	return string(b)
 }
 
-// missing are the statements of want that held lacks.
-func missing(held, want []map[string]any) []map[string]any {
-	have := make(map[string]bool, len(held))
-	for _, h := range held {
-		have[statementKey(h)] = true
-	}
-	var out []map[string]any
-	for _, w := range want {
-		if !have[statementKey(w)] {
-			out = append(out, w)
-		}
+// keys are the document's statements by statementKey.
+func (d document) keys() map[string]map[string]any {
+	out := make(map[string]map[string]any, len(d.Statement))
+	for _, s := range d.Statement {
+		out[statementKey(s)] = s
 	}
 	return out
+}
+
+// covers tells whether every statement of want is among held's.
+func covers(held, want map[string]map[string]any) bool {
+	for k := range want {
+		if _, ok := held[k]; !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // union is want's document with the statements of held it drops added
 // back, so the controller keeps what it still uses while it moves. A kept
 // statement whose Sid want uses loses its Sid: IAM refuses two alike.
 func union(held, want string) (string, error) {
-	version, ws := statements(want)
-	_, hs := statements(held)
-	if ws == nil {
+	wd, ok := parsePolicy(want)
+	if !ok {
 		return "", fmt.Errorf("the controller policy is not a policy document: %s", want)
 	}
+	hd, _ := parsePolicy(held)
 	sids := map[any]bool{}
-	for _, w := range ws {
+	for _, w := range wd.Statement {
 		sids[w["Sid"]] = true
 	}
-	all := append([]map[string]any{}, ws...)
-	for _, h := range missing(ws, hs) {
+	wk := wd.keys()
+	all := append([]map[string]any{}, wd.Statement...)
+	for _, h := range hd.Statement {
+		if _, kept := wk[statementKey(h)]; kept {
+			continue
+		}
 		if sids[h["Sid"]] {
 			h = stripSid(h)
 		}
 		all = append(all, h)
 	}
-	b, err := json.Marshal(struct {
-		Version   any              `json:"Version"`
-		Statement []map[string]any `json:"Statement"`
-	}{version, all})
+	b, err := json.Marshal(document{wd.Version, all})
 	return string(b), err
 }
 

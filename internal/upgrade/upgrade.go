@@ -78,7 +78,7 @@ func Decide(c *spec.Config, observed map[resource.Name]resource.ObservedComposed
 		}
 	}
 	p = Plan{To: to.Version, Parts: sequence.Parts{Controller: to, Nodes: to}, Installing: cv == "" || !nodesExist}
-	controller, nodes := to, to
+	nodes := to
 	if cv != "" {
 		p.From = cv
 		if versions.Compare(nv, cv) < 0 {
@@ -92,7 +92,7 @@ func Decide(c *spec.Config, observed map[resource.Name]resource.ObservedComposed
 				return Plan{}, field.Forbidden(path, err.Error())
 			}
 		}
-		if controller, err = versions.Get(cv); err != nil {
+		if _, err = versions.Get(cv); err != nil {
 			return Plan{}, field.Forbidden(path, fmt.Sprintf("the controller runs Karpenter %s, which this function no longer knows: it cannot build it to upgrade from", cv))
 		}
 		if nodes, err = versions.Get(nv); err != nil {
@@ -104,10 +104,9 @@ func Decide(c *spec.Config, observed map[resource.Name]resource.ObservedComposed
 	if err != nil {
 		return Plan{}, field.InternalError(path, err)
 	}
+	// A controller that waits for its permissions keeps its observed
+	// manifest (perm.keep), whatever version it is built for here.
 	p.Keep, p.NotReady = perm.keep, perm.notReady
-	if perm.controllerWaits {
-		p.Controller = controller
-	}
 	if cv == "" || (cv == to.Version && nv == to.Version) {
 		return p, nil
 	}
@@ -181,10 +180,11 @@ func permissions(c *spec.Config, to versions.Version, observed map[resource.Name
 		return o, nil // step one composes it first
 	}
 	held, _ := rp.Resource.GetString("status.atProvider.policy")
-	_, hs := statements(held)
-	_, ws := statements(want)
+	hd, hok := parsePolicy(held)
+	wd, _ := parsePolicy(want)
+	hk, wk := hd.keys(), wd.keys()
 	ready := sequence.ConditionOf(rp.Resource, xpv1.TypeReady).Status == corev1.ConditionTrue
-	if granted := hs != nil && len(missing(hs, ws)) == 0; !granted || !ready {
+	if granted := hok && covers(hk, wk); !granted || !ready {
 		if ready {
 			o.notReady[awsres.ControllerRolePolicy] = "AWS reports a policy that lacks statements the controller is to get; the controller keeps running as it is until AWS reports them"
 		}
@@ -194,7 +194,7 @@ func permissions(c *spec.Config, to versions.Version, observed map[resource.Name
 			o.keep[flux.ControllerKustomization] = map[string]any{pathManifest: manifest}
 		}
 	}
-	if hs == nil || len(missing(ws, hs)) == 0 || !exists {
+	if !hok || covers(wk, hk) || !exists {
 		return o, nil
 	}
 	// The new policy drops statements: the controller moves first, on
