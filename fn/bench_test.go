@@ -155,35 +155,16 @@ func BenchmarkGRPCConcurrent(b *testing.B) {
 	}
 }
 
-// reconcile calls the function as Crossplane does in one reconcile: again,
-// with the answer, for as long as it asks for resources it was not given.
-// It returns how many calls it took.
+// reconcile calls the function over gRPC as Crossplane does in one
+// reconcile (see fetching), and returns how many calls it took.
 func reconcile(client fnv1.FunctionRunnerServiceClient, req *fnv1.RunFunctionRequest) (int, error) {
-	for calls := 1; ; calls++ {
-		rsp, err := client.RunFunction(context.Background(), req)
-		if err != nil {
-			return 0, err
-		}
-		if msg := fatal(rsp); msg != "" {
-			return 0, fmt.Errorf("fatal result: %s", msg)
-		}
-		asked := rsp.GetRequirements().GetResources()
-		missing := false
-		for name := range asked {
-			if _, ok := req.GetRequiredResources()[name]; !ok {
-				missing = true
-			}
-		}
-		if !missing || calls == 5 {
-			return calls, nil
-		}
-		next := fnv1.RunFunctionRequest{Meta: req.GetMeta(), Observed: req.GetObserved(), Desired: req.GetDesired(), Input: req.GetInput(),
-			RequiredResources: map[string]*fnv1.Resources{}}
-		for name := range asked {
-			next.RequiredResources[name] = &fnv1.Resources{}
-		}
-		req = &next
+	rsp, calls, err := fetching(context.Background(), func(ctx context.Context, req *fnv1.RunFunctionRequest) (*fnv1.RunFunctionResponse, error) {
+		return client.RunFunction(ctx, req)
+	}, req)
+	if msg := fatal(rsp); err == nil && msg != "" {
+		err = fmt.Errorf("fatal result: %s", msg)
 	}
+	return calls, err
 }
 
 // serveFunction builds this package, serves it on loopback without TLS for

@@ -214,7 +214,6 @@ func (b *requestBuilder) build() *fnv1.RunFunctionRequest {
 		xr["status"] = map[string]any{"conditions": b.xrConds}
 	}
 	req := &fnv1.RunFunctionRequest{
-		Meta:     &fnv1.RequestMeta{Tag: "test"},
 		Observed: &fnv1.State{Composite: &fnv1.Resource{Resource: mustStruct(b.t, xr)}, Resources: map[string]*fnv1.Resource{}},
 		Desired:  &fnv1.State{Composite: &fnv1.Resource{Resource: mustStruct(b.t, map[string]any{"apiVersion": xr["apiVersion"], "kind": xr["kind"]})}},
 	}
@@ -234,6 +233,7 @@ func (b *requestBuilder) build() *fnv1.RunFunctionRequest {
 			req.RequiredResources[n] = rs
 		}
 	}
+	req.Meta = &fnv1.RequestMeta{Tag: crossplaneTag(b.t, req)}
 	return req
 }
 

@@ -19,6 +19,7 @@ import (
 
 	"github.com/do-now/function-karpenter/apis/v1alpha1"
 	"github.com/do-now/function-karpenter/internal/awsres"
+	"github.com/do-now/function-karpenter/internal/cache"
 	"github.com/do-now/function-karpenter/internal/cluster"
 	"github.com/do-now/function-karpenter/internal/poolstatus"
 	"github.com/do-now/function-karpenter/internal/scope"
@@ -39,18 +40,42 @@ type Function struct {
 	fnv1.UnimplementedFunctionRunnerServiceServer
 
 	log logging.Logger
+	// cache, when set, answers a request answered before with the same
+	// response (see internal/cache).
+	cache *cache.Responses
 }
 
 // RunFunction reads the XR and what exists, and answers with the resources of
 // every step whose prerequisites are Ready plus every resource that exists.
-// Failures are Fatal results; it never returns an error.
+// Failures are Fatal results; it never returns an error. The response is
+// shared with the cache: callers must not modify it.
 func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) (*fnv1.RunFunctionResponse, error) {
+	if f.cache == nil {
+		return f.compose(req), nil
+	}
+	xr := cache.XR(req)
+	key, err := cache.Key(req)
+	if err != nil {
+		// Not cacheable, still answerable.
+		return f.compose(req), nil
+	}
+	if rsp, ok := f.cache.Get(xr, key); ok {
+		return rsp, nil
+	}
+	rsp := f.compose(req)
+	f.cache.Put(xr, key, rsp)
+	return rsp, nil
+}
+
+// compose is RunFunction without the cache: a function of the request
+// alone.
+func (f *Function) compose(req *fnv1.RunFunctionRequest) *fnv1.RunFunctionResponse {
 	rsp := response.To(req, response.DefaultTTL)
 
 	oxr, err := request.GetObservedCompositeResource(req)
 	if err != nil {
 		response.Fatal(rsp, errors.Wrap(err, "cannot get observed composite resource"))
-		return rsp, nil
+		return rsp
 	}
 	log := f.log.WithValues("xr-kind", oxr.Resource.GetKind(), "xr-namespace", oxr.Resource.GetNamespace(), "xr-name", oxr.Resource.GetName())
 
@@ -58,27 +83,20 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 	if err != nil {
 		log.Info("refusing an XR of no API the function serves", "error", err.Error())
 		refuse(rsp, oxr, ReasonInvalid, errors.Wrapf(err, "invalid %s %q: apiVersion", oxr.Resource.GetKind(), oxr.Resource.GetName()))
-		return rsp, nil
+		return rsp
 	}
 	xrSpec, _ := oxr.Resource.Object["spec"].(map[string]any)
 	cfg, errs := spec.Load(spec.OwnerOf(oxr.Resource.Object, xr.API), xrSpec, req.GetInput())
 	if len(errs) > 0 {
 		log.Info("refusing invalid XR or input", "error", errs.ToAggregate().Error())
 		refuse(rsp, oxr, ReasonInvalid, errors.Errorf("invalid %s %q: %s", oxr.Resource.GetKind(), oxr.Resource.GetName(), errs.ToAggregate().Error()))
-		return rsp, nil
+		return rsp
 	}
 	cfg.XR = xr
 	cfg.AccessCheckRun = oxr.Resource.GetAnnotations()[cluster.RunAnnotation]
 
-	observed, err := request.GetObservedComposedResources(req)
-	if err != nil {
-		response.Fatal(rsp, errors.Wrap(err, "cannot get observed composed resources"))
-		return rsp, nil
-	}
-	errs = append(tenancy.Check(cfg, cfg.Owner.Namespace), awsres.CheckIdentity(cfg, observed)...)
 	// Which XRs hold the cluster: asked of Crossplane on every call, judged
-	// once it answered (it calls again with the answer, in the same
-	// reconcile, before anything is applied).
+	// once it answered.
 	rsp.Requirements = &fnv1.Requirements{Resources: tenancy.Requirements(cfg)}
 	var roles []resource.Required
 	resolved := true
@@ -86,14 +104,25 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 		found, ok, err := request.GetRequiredResource(req, name)
 		if err != nil {
 			response.Fatal(rsp, errors.Wrap(err, "cannot read the cluster's controller roles"))
-			return rsp, nil
+			return rsp
 		}
 		roles, resolved = append(roles, found...), resolved && ok
 	}
-	if resolved {
-		if e := tenancy.Claimed(cfg, xr, roles); e != nil {
-			errs = append(errs, e)
-		}
+	if !resolved {
+		// Crossplane calls again, in the same reconcile, with the answer,
+		// and applies only that call's response: this one is discarded
+		// whole. So it says what it requires and nothing else.
+		return rsp
+	}
+
+	observed, err := request.GetObservedComposedResources(req)
+	if err != nil {
+		response.Fatal(rsp, errors.Wrap(err, "cannot get observed composed resources"))
+		return rsp
+	}
+	errs = append(tenancy.Check(cfg, cfg.Owner.Namespace), awsres.CheckIdentity(cfg, observed)...)
+	if e := tenancy.Claimed(cfg, xr, roles); e != nil {
+		errs = append(errs, e)
 	}
 	plan, e := upgrade.Decide(cfg, observed)
 	if e != nil {
@@ -105,19 +134,19 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 	if len(errs) > 0 {
 		log.Info("refusing XR", "error", errs.ToAggregate().Error())
 		refuse(rsp, oxr, ReasonRefused, errors.Errorf("refusing %s %q: %s", oxr.Resource.GetKind(), oxr.Resource.GetName(), errs.ToAggregate().Error()))
-		return rsp, nil
+		return rsp
 	}
 	clusterLabels := map[string]string{spec.ClusterLabel: spec.KubernetesName(cfg.Spec.Cluster.Name)}
 	reported := awsres.ReadObserved(observed)
 	out, err := sequence.Run(sequence.Steps(cfg, reported, plan.Parts, observed), observed, clusterLabels)
 	if err != nil {
 		response.Fatal(rsp, err)
-		return rsp, nil
+		return rsp
 	}
 	usages, err := usage.Usages(out.Refs, observed, clusterLabels)
 	if err != nil {
 		response.Fatal(rsp, errors.Wrap(err, "cannot build deletion-order usages"))
-		return rsp, nil
+		return rsp
 	}
 	if changed := sequence.KindChanges(observed, out.Desired, usages); len(changed) > 0 {
 		err := errors.Errorf("refusing %s %q: Crossplane cannot change the kind of a composed resource: %s; "+
@@ -125,7 +154,7 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 			oxr.Resource.GetKind(), oxr.Resource.GetName(), strings.Join(changed, "; "))
 		log.Info("refusing XR", "error", err.Error())
 		refuse(rsp, oxr, ReasonRefused, err)
-		return rsp, nil
+		return rsp
 	}
 	response.ConditionTrue(rsp, ConditionAccepted, ReasonAccepted).
 		WithMessage(fmt.Sprintf("Karpenter for cluster %q in %s", cfg.Spec.Cluster.Name, cfg.Spec.Cluster.Region)).
@@ -133,24 +162,24 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 	desired, err := request.GetDesiredComposedResources(req)
 	if err != nil {
 		response.Fatal(rsp, errors.Wrap(err, "cannot get desired composed resources"))
-		return rsp, nil
+		return rsp
 	}
 	maps.Copy(desired, out.Desired)
 	maps.Copy(desired, usages)
 	if err := response.SetDesiredComposedResources(rsp, desired); err != nil {
 		response.Fatal(rsp, errors.Wrap(err, "cannot set desired composed resources"))
-		return rsp, nil
+		return rsp
 	}
 
 	dxr, err := request.GetDesiredCompositeResource(req)
 	if err != nil {
 		response.Fatal(rsp, errors.Wrap(err, "cannot get desired composite resource"))
-		return rsp, nil
+		return rsp
 	}
 	pools, poolsCondition := poolstatus.Read(cfg, observed)
 	if err := status.Write(dxr.Resource, cfg, reported, pools); err != nil {
 		response.Fatal(rsp, errors.Wrap(err, "cannot write composite resource status"))
-		return rsp, nil
+		return rsp
 	}
 	if !out.Ready || plan.Upgrading {
 		// Crossplane would otherwise call the XR Ready as soon as everything
@@ -161,7 +190,7 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 	}
 	if err := response.SetDesiredCompositeResource(rsp, dxr); err != nil {
 		response.Fatal(rsp, errors.Wrap(err, "cannot set desired composite resource"))
-		return rsp, nil
+		return rsp
 	}
 
 	for _, c := range append(out.Conditions, versionCondition(plan), poolsOf(poolsCondition)) {
@@ -173,7 +202,7 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 			response.Normalf(rsp, "%s: %s", c.Type, c.Message).WithReason(c.Reason).TargetCompositeAndClaim()
 		}
 	}
-	return rsp, nil
+	return rsp
 }
 
 // ConditionAccepted says on the XR and the claim whether the function takes

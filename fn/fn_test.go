@@ -90,10 +90,12 @@ func installing(want map[string]cond) map[string]cond {
 	return want
 }
 
+// run is one reconcile of the function, uncached, called as Crossplane
+// calls it (see fetching): what Crossplane applies.
 func run(t testing.TB, req *fnv1.RunFunctionRequest) *fnv1.RunFunctionResponse {
 	t.Helper()
 	f := &Function{log: logging.NewNopLogger()}
-	rsp, err := f.RunFunction(context.Background(), req)
+	rsp, _, err := fetching(context.Background(), f.RunFunction, req)
 	if err != nil {
 		t.Fatalf("RunFunction returned an error, it must report failures as results: %v", err)
 	}

@@ -1,14 +1,20 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"math/rand"
 	"sort"
 	"strings"
 	"testing"
 
+	"github.com/crossplane/function-sdk-go/logging"
 	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
 	"github.com/crossplane/function-sdk-go/resource"
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/testing/protocmp"
+
+	"github.com/do-now/function-karpenter/internal/cache"
 )
 
 // stepOf maps every composed resource to its step, in order.
@@ -26,19 +32,42 @@ var stepOf = func() map[string]int {
 // sequences of what providers report — resources appearing, turning Ready,
 // unready, failing with provider errors, disappearing — and checks, at
 // every call, the invariants the product promises, for both APIs.
+//
+// Every reconcile is also served by a function with its response cache, as
+// the function runs in production, and must answer exactly what the
+// uncached function answers: the reconcile itself (two calls of one tag when
+// the requirements were not answered yet), and a replay of an earlier
+// reconcile of the sequence, for the first cachedSequences seeds (each
+// costs three more compositions a call). Odd seeds send no meta.tag, so the
+// cache keys by its own digest.
 func TestInvariantsUnderRandomProviders(t *testing.T) {
-	const sequences, calls = 100, 30
+	const sequences, cachedSequences, calls = 100, 40, 30
 	for _, a := range apis {
 		t.Run(a.name, func(t *testing.T) {
 			for seed := int64(1); seed <= sequences; seed++ {
 				rng := rand.New(rand.NewSource(seed))
 				aws := fakeProviders{t: t, account: account}
+				served := &Function{log: logging.NewNopLogger(), cache: cache.New(1)}
+				var history []reconciled
 				observed := map[resource.Name]map[string]any{}
 				for call := 0; call < calls; call++ {
-					rsp := run(t, a.request(t).observing(observed).build())
+					b := a.request(t).observing(observed)
+					if rng.Intn(2) == 0 {
+						b = b.requiring(claimRoles).requiring(namespacedRoles)
+					}
+					req := b.build()
+					if seed%2 == 1 {
+						req.Meta = nil
+					}
+					rsp := run(t, req)
 					where := fmt.Sprintf("seed %d call %d", seed, call)
 					checkInvariants(t, where, observed, rsp)
 					a.checkScope(t, where, rsp)
+					if seed <= cachedSequences {
+						history = append(history, reconciled{req, rsp})
+						checkCached(t, where, served, history[len(history)-1])
+						checkCached(t, where+" (replayed)", served, history[rng.Intn(len(history))])
+					}
 					if t.Failed() {
 						return
 					}
@@ -46,6 +75,25 @@ func TestInvariantsUnderRandomProviders(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A reconciled request and what the uncached function answered.
+type reconciled struct {
+	req *fnv1.RunFunctionRequest
+	rsp *fnv1.RunFunctionResponse
+}
+
+// checkCached serves a reconcile through the cached function, as Crossplane
+// calls it, and wants the uncached answer.
+func checkCached(t *testing.T, where string, served *Function, r reconciled) {
+	t.Helper()
+	got, _, err := fetching(context.Background(), served.RunFunction, r.req)
+	if err != nil {
+		t.Fatalf("%s: %v", where, err)
+	}
+	if diff := cmp.Diff(r.rsp, got, protocmp.Transform()); diff != "" {
+		t.Errorf("%s: the cached function answers otherwise than the function (-uncached +cached):\n%s", where, diff)
 	}
 }
 

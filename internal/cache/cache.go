@@ -1,0 +1,122 @@
+// Package cache answers a request the function has answered before with the
+// response it computed then, so a settled claim, reconciled again and again
+// with the very same request, costs a lookup instead of a composition.
+//
+// A response is a function of its request alone: the function reads no
+// clock, no environment and nothing but the request (the only exception, the
+// requeue of a claim that waits, is never cached: see fn). So a cache keyed
+// by the whole request is exact: see Key.
+//
+// One response is kept per XR, the last one: a settled XR asks the same
+// question every time, and an XR that changes never asks an old one again
+// for long. At most Max XRs are kept; the least recently served goes first.
+package cache
+
+import (
+	"container/list"
+	"crypto/sha256"
+	"encoding/hex"
+	"sync"
+
+	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
+	"google.golang.org/protobuf/proto"
+)
+
+// Responses is safe for concurrent use. Its zero value is not usable; call
+// New.
+type Responses struct {
+	max int
+
+	mu   sync.Mutex
+	byXR map[string]*list.Element
+	lru  *list.List // of *entry, most recently served first
+}
+
+type entry struct {
+	xr, key string
+	rsp     *fnv1.RunFunctionResponse
+}
+
+// New returns a cache of at most max XRs' responses.
+func New(max int) *Responses {
+	return &Responses{max: max, byXR: map[string]*list.Element{}, lru: list.New()}
+}
+
+// Get returns the response computed for the request of this key, if it is
+// the last one the XR was answered for. The response is shared: callers
+// must not modify it.
+func (c *Responses) Get(xr, key string) (*fnv1.RunFunctionResponse, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	el, ok := c.byXR[xr]
+	if !ok || el.Value.(*entry).key != key {
+		return nil, false
+	}
+	c.lru.MoveToFront(el)
+	return el.Value.(*entry).rsp, true
+}
+
+// Put remembers the response of the XR's request of this key, in place of
+// whatever the XR was answered before.
+func (c *Responses) Put(xr, key string, rsp *fnv1.RunFunctionResponse) {
+	if c.max <= 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el, ok := c.byXR[xr]; ok {
+		el.Value = &entry{xr: xr, key: key, rsp: rsp}
+		c.lru.MoveToFront(el)
+		return
+	}
+	c.byXR[xr] = c.lru.PushFront(&entry{xr: xr, key: key, rsp: rsp})
+	for c.lru.Len() > c.max {
+		oldest := c.lru.Back()
+		c.lru.Remove(oldest)
+		delete(c.byXR, oldest.Value.(*entry).xr)
+	}
+}
+
+// Len is how many XRs have a response kept.
+func (c *Responses) Len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lru.Len()
+}
+
+// Key identifies the whole request. Crossplane's meta.tag is SHA-256 of the
+// request's deterministic protobuf encoding, computed once per pipeline
+// step, before it calls the function again with the required resources it
+// asked for: calls after the first carry the first one's tag, with other
+// required resources, extra resources, schemas and context. So the key is
+// the tag plus a digest of those fields, or, when the request carries no
+// tag, a digest of the whole request.
+func Key(req *fnv1.RunFunctionRequest) (string, error) {
+	tag := req.GetMeta().GetTag()
+	if tag == "" {
+		return digest("sha256:", req)
+	}
+	return digest("tag:"+tag+"/", &fnv1.RunFunctionRequest{
+		RequiredResources: req.GetRequiredResources(),
+		ExtraResources:    req.GetExtraResources(),
+		RequiredSchemas:   req.GetRequiredSchemas(),
+		Context:           req.GetContext(),
+	})
+}
+
+func digest(prefix string, m proto.Message) (string, error) {
+	raw, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(raw)
+	return prefix + hex.EncodeToString(sum[:]), nil
+}
+
+// XR names the request's XR: apiVersion, kind, namespace and name.
+func XR(req *fnv1.RunFunctionRequest) string {
+	xr := req.GetObserved().GetComposite().GetResource().GetFields()
+	meta := xr["metadata"].GetStructValue().GetFields()
+	return xr["apiVersion"].GetStringValue() + "/" + xr["kind"].GetStringValue() + "/" +
+		meta["namespace"].GetStringValue() + "/" + meta["name"].GetStringValue()
+}
