@@ -32,7 +32,7 @@ type benchState struct {
 // and two Ready, the controller's namespace Ready, its ServiceAccount and
 // access check not yet); and everything Ready — every step, every Usage,
 // the status — checked as the function itself reports it.
-func benchStates(b *testing.B) []benchState {
+func benchStates(b testing.TB) []benchState {
 	b.Helper()
 	aws := fakeProviders{t: b, account: account}
 	var mid, all map[resource.Name]map[string]any

@@ -22,6 +22,7 @@ import (
 	"github.com/do-now/function-karpenter/internal/cache"
 	"github.com/do-now/function-karpenter/internal/cluster"
 	"github.com/do-now/function-karpenter/internal/poolstatus"
+	"github.com/do-now/function-karpenter/internal/requeue"
 	"github.com/do-now/function-karpenter/internal/scope"
 	"github.com/do-now/function-karpenter/internal/sequence"
 	"github.com/do-now/function-karpenter/internal/spec"
@@ -31,10 +32,6 @@ import (
 	"github.com/do-now/function-karpenter/internal/usage"
 )
 
-// WaitingTTL is how long Crossplane may cache a response while a step waits
-// on its prerequisites: short, so the next step follows soon after.
-const WaitingTTL = 15 * time.Second
-
 // Function composes Karpenter for one XKarpenter.
 type Function struct {
 	fnv1.UnimplementedFunctionRunnerServiceServer
@@ -43,6 +40,9 @@ type Function struct {
 	// cache, when set, answers a request answered before with the same
 	// response (see internal/cache).
 	cache *cache.Responses
+	// clock paces a claim that waits (see internal/requeue); time.Now when
+	// nil.
+	clock func() time.Time
 }
 
 // RunFunction reads the XR and what exists, and answers with the resources of
@@ -51,31 +51,35 @@ type Function struct {
 // shared with the cache: callers must not modify it.
 func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) (*fnv1.RunFunctionResponse, error) {
 	if f.cache == nil {
-		return f.compose(req), nil
+		rsp, _ := f.compose(req)
+		return rsp, nil
 	}
 	xr := cache.XR(req)
 	key, err := cache.Key(req)
 	if err != nil {
 		// Not cacheable, still answerable.
-		return f.compose(req), nil
+		rsp, _ := f.compose(req)
+		return rsp, nil
 	}
 	if rsp, ok := f.cache.Get(xr, key); ok {
 		return rsp, nil
 	}
-	rsp := f.compose(req)
-	f.cache.Put(xr, key, rsp)
+	rsp, paced := f.compose(req)
+	if !paced {
+		f.cache.Put(xr, key, rsp)
+	}
 	return rsp, nil
 }
 
-// compose is RunFunction without the cache: a function of the request
-// alone.
-func (f *Function) compose(req *fnv1.RunFunctionRequest) *fnv1.RunFunctionResponse {
-	rsp := response.To(req, response.DefaultTTL)
+// compose is RunFunction without the cache. Its response is a function of
+// the request alone, except the TTL of a claim that waits: paced says so.
+func (f *Function) compose(req *fnv1.RunFunctionRequest) (rsp *fnv1.RunFunctionResponse, paced bool) {
+	rsp = response.To(req, requeue.Settled)
 
 	oxr, err := request.GetObservedCompositeResource(req)
 	if err != nil {
 		response.Fatal(rsp, errors.Wrap(err, "cannot get observed composite resource"))
-		return rsp
+		return rsp, false
 	}
 	log := f.log.WithValues("xr-kind", oxr.Resource.GetKind(), "xr-namespace", oxr.Resource.GetNamespace(), "xr-name", oxr.Resource.GetName())
 
@@ -83,14 +87,14 @@ func (f *Function) compose(req *fnv1.RunFunctionRequest) *fnv1.RunFunctionRespon
 	if err != nil {
 		log.Info("refusing an XR of no API the function serves", "error", err.Error())
 		refuse(rsp, oxr, ReasonInvalid, errors.Wrapf(err, "invalid %s %q: apiVersion", oxr.Resource.GetKind(), oxr.Resource.GetName()))
-		return rsp
+		return rsp, false
 	}
 	xrSpec, _ := oxr.Resource.Object["spec"].(map[string]any)
 	cfg, errs := spec.Load(spec.OwnerOf(oxr.Resource.Object, xr.API), xrSpec, req.GetInput())
 	if len(errs) > 0 {
 		log.Info("refusing invalid XR or input", "error", errs.ToAggregate().Error())
 		refuse(rsp, oxr, ReasonInvalid, errors.Errorf("invalid %s %q: %s", oxr.Resource.GetKind(), oxr.Resource.GetName(), errs.ToAggregate().Error()))
-		return rsp
+		return rsp, false
 	}
 	cfg.XR = xr
 	cfg.AccessCheckRun = oxr.Resource.GetAnnotations()[cluster.RunAnnotation]
@@ -104,7 +108,7 @@ func (f *Function) compose(req *fnv1.RunFunctionRequest) *fnv1.RunFunctionRespon
 		found, ok, err := request.GetRequiredResource(req, name)
 		if err != nil {
 			response.Fatal(rsp, errors.Wrap(err, "cannot read the cluster's controller roles"))
-			return rsp
+			return rsp, false
 		}
 		roles, resolved = append(roles, found...), resolved && ok
 	}
@@ -112,13 +116,13 @@ func (f *Function) compose(req *fnv1.RunFunctionRequest) *fnv1.RunFunctionRespon
 		// Crossplane calls again, in the same reconcile, with the answer,
 		// and applies only that call's response: this one is discarded
 		// whole. So it says what it requires and nothing else.
-		return rsp
+		return rsp, false
 	}
 
 	observed, err := request.GetObservedComposedResources(req)
 	if err != nil {
 		response.Fatal(rsp, errors.Wrap(err, "cannot get observed composed resources"))
-		return rsp
+		return rsp, false
 	}
 	errs = append(tenancy.Check(cfg, cfg.Owner.Namespace), awsres.CheckIdentity(cfg, observed)...)
 	if e := tenancy.Claimed(cfg, xr, roles); e != nil {
@@ -134,19 +138,19 @@ func (f *Function) compose(req *fnv1.RunFunctionRequest) *fnv1.RunFunctionRespon
 	if len(errs) > 0 {
 		log.Info("refusing XR", "error", errs.ToAggregate().Error())
 		refuse(rsp, oxr, ReasonRefused, errors.Errorf("refusing %s %q: %s", oxr.Resource.GetKind(), oxr.Resource.GetName(), errs.ToAggregate().Error()))
-		return rsp
+		return rsp, false
 	}
 	clusterLabels := map[string]string{spec.ClusterLabel: spec.KubernetesName(cfg.Spec.Cluster.Name)}
 	reported := awsres.ReadObserved(observed)
 	out, err := sequence.Run(sequence.Steps(cfg, reported, plan.Parts, observed), observed, clusterLabels)
 	if err != nil {
 		response.Fatal(rsp, err)
-		return rsp
+		return rsp, false
 	}
 	usages, err := usage.Usages(out.Refs, observed, clusterLabels)
 	if err != nil {
 		response.Fatal(rsp, errors.Wrap(err, "cannot build deletion-order usages"))
-		return rsp
+		return rsp, false
 	}
 	if changed := sequence.KindChanges(observed, out.Desired, usages); len(changed) > 0 {
 		err := errors.Errorf("refusing %s %q: Crossplane cannot change the kind of a composed resource: %s; "+
@@ -154,7 +158,7 @@ func (f *Function) compose(req *fnv1.RunFunctionRequest) *fnv1.RunFunctionRespon
 			oxr.Resource.GetKind(), oxr.Resource.GetName(), strings.Join(changed, "; "))
 		log.Info("refusing XR", "error", err.Error())
 		refuse(rsp, oxr, ReasonRefused, err)
-		return rsp
+		return rsp, false
 	}
 	response.ConditionTrue(rsp, ConditionAccepted, ReasonAccepted).
 		WithMessage(fmt.Sprintf("Karpenter for cluster %q in %s", cfg.Spec.Cluster.Name, cfg.Spec.Cluster.Region)).
@@ -162,35 +166,40 @@ func (f *Function) compose(req *fnv1.RunFunctionRequest) *fnv1.RunFunctionRespon
 	desired, err := request.GetDesiredComposedResources(req)
 	if err != nil {
 		response.Fatal(rsp, errors.Wrap(err, "cannot get desired composed resources"))
-		return rsp
+		return rsp, false
 	}
 	maps.Copy(desired, out.Desired)
 	maps.Copy(desired, usages)
 	if err := response.SetDesiredComposedResources(rsp, desired); err != nil {
 		response.Fatal(rsp, errors.Wrap(err, "cannot set desired composed resources"))
-		return rsp
+		return rsp, false
 	}
 
 	dxr, err := request.GetDesiredCompositeResource(req)
 	if err != nil {
 		response.Fatal(rsp, errors.Wrap(err, "cannot get desired composite resource"))
-		return rsp
+		return rsp, false
 	}
 	pools, poolsCondition := poolstatus.Read(cfg, observed)
 	if err := status.Write(dxr.Resource, cfg, reported, pools); err != nil {
 		response.Fatal(rsp, errors.Wrap(err, "cannot write composite resource status"))
-		return rsp
+		return rsp, false
 	}
 	if !out.Ready || plan.Upgrading {
 		// Crossplane would otherwise call the XR Ready as soon as everything
 		// emitted so far is, while later steps are still withheld, or while
 		// a part still runs another version than the claim's.
 		dxr.Ready = resource.ReadyFalse
-		rsp.GetMeta().Ttl = durationpb.New(WaitingTTL)
+		clock := f.clock
+		if clock == nil {
+			clock = time.Now
+		}
+		rsp.GetMeta().Ttl = durationpb.New(requeue.Waiting(clock(), out.Unready, observed))
+		paced = true
 	}
 	if err := response.SetDesiredCompositeResource(rsp, dxr); err != nil {
 		response.Fatal(rsp, errors.Wrap(err, "cannot set desired composite resource"))
-		return rsp
+		return rsp, false
 	}
 
 	for _, c := range append(out.Conditions, versionCondition(plan), poolsOf(poolsCondition)) {
@@ -202,7 +211,7 @@ func (f *Function) compose(req *fnv1.RunFunctionRequest) *fnv1.RunFunctionRespon
 			response.Normalf(rsp, "%s: %s", c.Type, c.Message).WithReason(c.Reason).TargetCompositeAndClaim()
 		}
 	}
-	return rsp
+	return rsp, paced
 }
 
 // ConditionAccepted says on the XR and the claim whether the function takes

@@ -16,6 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/do-now/function-karpenter/internal/cluster"
+	"github.com/do-now/function-karpenter/internal/requeue"
 )
 
 var (
@@ -223,7 +224,8 @@ func (r round) check(t *testing.T, name string, rsp *fnv1.RunFunctionResponse) {
 	if heldBack == r.xrReady {
 		t.Errorf("%s: XR held at Ready=False is %v, want %v", name, heldBack, !r.xrReady)
 	}
-	wantTTL := WaitingTTL
+	// The fakes report no timestamps: whatever waits was just emitted.
+	wantTTL := requeue.Shortest
 	if r.xrReady {
 		wantTTL = time.Minute
 	}

@@ -5,6 +5,8 @@ package main
 import (
 	"github.com/alecthomas/kong"
 	"github.com/crossplane/function-sdk-go"
+
+	"github.com/do-now/function-karpenter/internal/cache"
 )
 
 // CLI holds the flags every Crossplane function takes.
@@ -16,6 +18,7 @@ type CLI struct {
 	TLSCertsDir        string `env:"TLS_SERVER_CERTS_DIR" help:"Directory containing server certs (tls.key, tls.crt) and the CA used to verify client certificates (ca.crt)"`
 	Insecure           bool   `help:"Run without mTLS credentials. If you supply this flag --tls-certs-dir will be ignored."`
 	MaxRecvMessageSize int    `default:"4" help:"Maximum size of received messages in MB."`
+	CachedXRs          int    `default:"1000" help:"How many XRs' last answers to keep, to answer a settled XR's unchanged request without composing it again (0: none)."`
 }
 
 // Run serves the function until the process is stopped.
@@ -24,7 +27,7 @@ func (c *CLI) Run() error {
 	if err != nil {
 		return err
 	}
-	return function.Serve(&Function{log: log},
+	return function.Serve(&Function{log: log, cache: cache.New(c.CachedXRs)},
 		function.Listen(c.Network, c.Address),
 		function.MTLSCertificates(c.TLSCertsDir),
 		function.Insecure(c.Insecure),

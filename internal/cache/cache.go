@@ -3,9 +3,9 @@
 // with the very same request, costs a lookup instead of a composition.
 //
 // A response is a function of its request alone: the function reads no
-// clock, no environment and nothing but the request (the only exception, the
-// requeue of a claim that waits, is never cached: see fn). So a cache keyed
-// by the whole request is exact: see Key.
+// environment and nothing but the request, and the clock only to pace a
+// claim that waits (internal/requeue), whose answers fn never caches. So a
+// cache keyed by the whole request is exact: see Key.
 //
 // One response is kept per XR, the last one: a settled XR asks the same
 // question every time, and an XR that changes never asks an old one again

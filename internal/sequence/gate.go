@@ -73,6 +73,9 @@ type Outcome struct {
 	Ready bool
 	// Refs identifies every resource of every step, emitted or withheld.
 	Refs map[resource.Name]Ref
+	// Unready are the emitted resources not Ready yet, in step order: what
+	// the claim waits on.
+	Unready []resource.Name
 }
 
 // Ref identifies a composed resource by kind and namespace.
@@ -126,6 +129,7 @@ func Run(steps []Step, observed map[resource.Name]resource.ObservedComposed, lab
 				dc.Ready = resource.ReadyTrue
 			} else {
 				pending = append(pending, string(name))
+				out.Unready = append(out.Unready, name)
 				for _, p := range h.Problems {
 					problems = append(problems, fmt.Sprintf("%s: %s", name, p))
 				}

@@ -1,0 +1,79 @@
+// Package requeue paces a claim on its way to Ready: how soon Crossplane
+// should call the function again (the response's TTL, after which it
+// requeues the XR whether or not a watch event came; an XR with this many
+// composed resources often has its watch events throttled by Crossplane's
+// circuit breaker, so the TTL is what moves it on).
+//
+// The pace follows what the claim waits on. Right after a resource was
+// emitted, or changed state, the next call comes soon; the longer the
+// unready resources have stayed as they are — a slow provider at work —
+// the longer the wait, up to Longest. A settled claim keeps Settled.
+package requeue
+
+import (
+	"time"
+
+	xpv1 "github.com/crossplane/crossplane-runtime/v2/apis/common/v1"
+	"github.com/crossplane/function-sdk-go/resource"
+	"github.com/crossplane/function-sdk-go/resource/composed"
+)
+
+// The bounds of the pace.
+const (
+	// Settled is the TTL of a claim with nothing to wait for (the SDK's
+	// default): watch events, and this, catch what changes.
+	Settled = time.Minute
+	// Shortest is the TTL right after a resource was emitted or changed.
+	Shortest = 2 * time.Second
+	// Longest is the TTL of a claim that waited long on a slow provider.
+	Longest = 30 * time.Second
+	// Fraction of the time already waited that the next wait is: a
+	// resource that turns Ready is seen at most half as late again as it
+	// took.
+	Fraction = 2
+)
+
+// Waiting is the TTL of a claim that waits on the unready resources named,
+// at now. A name not observed yet has just been emitted. Otherwise the
+// claim has waited since the latest moment any of them was created or
+// changed its Ready or Synced condition.
+func Waiting(now time.Time, unready []resource.Name, observed map[resource.Name]resource.ObservedComposed) time.Duration {
+	var since time.Time
+	for _, name := range unready {
+		ocd, ok := observed[name]
+		if !ok {
+			return Shortest
+		}
+		for _, t := range changes(ocd.Resource) {
+			if t.After(since) {
+				since = t
+			}
+		}
+	}
+	if since.IsZero() {
+		return Shortest
+	}
+	return min(max(now.Sub(since)/Fraction, Shortest), Longest)
+}
+
+// changes are when a resource was created and when its Ready and Synced
+// conditions last changed, as far as it says.
+func changes(r *composed.Unstructured) []time.Time {
+	var at []time.Time
+	if t := r.GetCreationTimestamp(); !t.IsZero() {
+		at = append(at, t.Time)
+	}
+	status, _ := r.Object["status"].(map[string]any)
+	conditions, _ := status["conditions"].([]any)
+	for _, c := range conditions {
+		c, _ := c.(map[string]any)
+		if c["type"] != string(xpv1.TypeReady) && c["type"] != string(xpv1.TypeSynced) {
+			continue
+		}
+		raw, _ := c["lastTransitionTime"].(string)
+		if t, err := time.Parse(time.RFC3339, raw); err == nil {
+			at = append(at, t)
+		}
+	}
+	return at
+}
