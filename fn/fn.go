@@ -64,22 +64,25 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 	if rsp, ok := f.cache.Get(xr, key); ok {
 		return rsp, nil
 	}
-	rsp, paced := f.compose(req)
-	if !paced {
+	rsp, keep := f.compose(req)
+	if keep {
 		f.cache.Put(xr, key, rsp)
 	}
 	return rsp, nil
 }
 
 // compose is RunFunction without the cache. Its response is a function of
-// the request alone, except the TTL of a claim that waits: paced says so.
-func (f *Function) compose(req *fnv1.RunFunctionRequest) (rsp *fnv1.RunFunctionResponse, paced bool) {
-	rsp = response.To(req, requeue.Settled)
+// the request alone, except the TTL of a claim that waits. keep says
+// whether the cache should keep it: not when paced by the clock, nor a
+// first call's requirements (cheaper to answer again than the XR's
+// composed answer they would evict).
+func (f *Function) compose(req *fnv1.RunFunctionRequest) (rsp *fnv1.RunFunctionResponse, keep bool) {
+	rsp, keep = response.To(req, requeue.Settled), true
 
 	oxr, err := request.GetObservedCompositeResource(req)
 	if err != nil {
 		response.Fatal(rsp, errors.Wrap(err, "cannot get observed composite resource"))
-		return rsp, false
+		return rsp, true
 	}
 	log := f.log.WithValues("xr-kind", oxr.Resource.GetKind(), "xr-namespace", oxr.Resource.GetNamespace(), "xr-name", oxr.Resource.GetName())
 
@@ -87,14 +90,14 @@ func (f *Function) compose(req *fnv1.RunFunctionRequest) (rsp *fnv1.RunFunctionR
 	if err != nil {
 		log.Info("refusing an XR of no API the function serves", "error", err.Error())
 		refuse(rsp, oxr, ReasonInvalid, errors.Wrapf(err, "invalid %s %q: apiVersion", oxr.Resource.GetKind(), oxr.Resource.GetName()))
-		return rsp, false
+		return rsp, true
 	}
 	xrSpec, _ := oxr.Resource.Object["spec"].(map[string]any)
 	cfg, errs := spec.Load(spec.OwnerOf(oxr.Resource.Object, xr.API), xrSpec, req.GetInput())
 	if len(errs) > 0 {
 		log.Info("refusing invalid XR or input", "error", errs.ToAggregate().Error())
 		refuse(rsp, oxr, ReasonInvalid, errors.Errorf("invalid %s %q: %s", oxr.Resource.GetKind(), oxr.Resource.GetName(), errs.ToAggregate().Error()))
-		return rsp, false
+		return rsp, true
 	}
 	cfg.XR = xr
 	cfg.AccessCheckRun = oxr.Resource.GetAnnotations()[cluster.RunAnnotation]
@@ -108,7 +111,7 @@ func (f *Function) compose(req *fnv1.RunFunctionRequest) (rsp *fnv1.RunFunctionR
 		found, ok, err := request.GetRequiredResource(req, name)
 		if err != nil {
 			response.Fatal(rsp, errors.Wrap(err, "cannot read the cluster's controller roles"))
-			return rsp, false
+			return rsp, true
 		}
 		roles, resolved = append(roles, found...), resolved && ok
 	}
@@ -122,7 +125,7 @@ func (f *Function) compose(req *fnv1.RunFunctionRequest) (rsp *fnv1.RunFunctionR
 	observed, err := request.GetObservedComposedResources(req)
 	if err != nil {
 		response.Fatal(rsp, errors.Wrap(err, "cannot get observed composed resources"))
-		return rsp, false
+		return rsp, true
 	}
 	errs = append(tenancy.Check(cfg, cfg.Owner.Namespace), awsres.CheckIdentity(cfg, observed)...)
 	if e := tenancy.Claimed(cfg, xr, roles); e != nil {
@@ -138,19 +141,19 @@ func (f *Function) compose(req *fnv1.RunFunctionRequest) (rsp *fnv1.RunFunctionR
 	if len(errs) > 0 {
 		log.Info("refusing XR", "error", errs.ToAggregate().Error())
 		refuse(rsp, oxr, ReasonRefused, errors.Errorf("refusing %s %q: %s", oxr.Resource.GetKind(), oxr.Resource.GetName(), errs.ToAggregate().Error()))
-		return rsp, false
+		return rsp, true
 	}
 	clusterLabels := map[string]string{spec.ClusterLabel: spec.KubernetesName(cfg.Spec.Cluster.Name)}
 	reported := awsres.ReadObserved(observed)
 	out, err := sequence.Run(sequence.Steps(cfg, reported, plan.Parts, observed), observed, clusterLabels)
 	if err != nil {
 		response.Fatal(rsp, err)
-		return rsp, false
+		return rsp, true
 	}
 	usages, err := usage.Usages(out.Refs, observed, clusterLabels)
 	if err != nil {
 		response.Fatal(rsp, errors.Wrap(err, "cannot build deletion-order usages"))
-		return rsp, false
+		return rsp, true
 	}
 	if changed := sequence.KindChanges(observed, out.Desired, usages); len(changed) > 0 {
 		err := errors.Errorf("refusing %s %q: Crossplane cannot change the kind of a composed resource: %s; "+
@@ -158,7 +161,7 @@ func (f *Function) compose(req *fnv1.RunFunctionRequest) (rsp *fnv1.RunFunctionR
 			oxr.Resource.GetKind(), oxr.Resource.GetName(), strings.Join(changed, "; "))
 		log.Info("refusing XR", "error", err.Error())
 		refuse(rsp, oxr, ReasonRefused, err)
-		return rsp, false
+		return rsp, true
 	}
 	response.ConditionTrue(rsp, ConditionAccepted, ReasonAccepted).
 		WithMessage(fmt.Sprintf("Karpenter for cluster %q in %s", cfg.Spec.Cluster.Name, cfg.Spec.Cluster.Region)).
@@ -166,24 +169,24 @@ func (f *Function) compose(req *fnv1.RunFunctionRequest) (rsp *fnv1.RunFunctionR
 	desired, err := request.GetDesiredComposedResources(req)
 	if err != nil {
 		response.Fatal(rsp, errors.Wrap(err, "cannot get desired composed resources"))
-		return rsp, false
+		return rsp, true
 	}
 	maps.Copy(desired, out.Desired)
 	maps.Copy(desired, usages)
 	if err := response.SetDesiredComposedResources(rsp, desired); err != nil {
 		response.Fatal(rsp, errors.Wrap(err, "cannot set desired composed resources"))
-		return rsp, false
+		return rsp, true
 	}
 
 	dxr, err := request.GetDesiredCompositeResource(req)
 	if err != nil {
 		response.Fatal(rsp, errors.Wrap(err, "cannot get desired composite resource"))
-		return rsp, false
+		return rsp, true
 	}
 	pools, poolsCondition := poolstatus.Read(cfg, observed)
 	if err := status.Write(dxr.Resource, cfg, reported, pools); err != nil {
 		response.Fatal(rsp, errors.Wrap(err, "cannot write composite resource status"))
-		return rsp, false
+		return rsp, true
 	}
 	if !out.Ready || plan.Upgrading {
 		// Crossplane would otherwise call the XR Ready as soon as everything
@@ -195,11 +198,11 @@ func (f *Function) compose(req *fnv1.RunFunctionRequest) (rsp *fnv1.RunFunctionR
 			clock = time.Now
 		}
 		rsp.GetMeta().Ttl = durationpb.New(requeue.Waiting(clock(), out.Unready, observed))
-		paced = true
+		keep = false
 	}
 	if err := response.SetDesiredCompositeResource(rsp, dxr); err != nil {
 		response.Fatal(rsp, errors.Wrap(err, "cannot set desired composite resource"))
-		return rsp, false
+		return rsp, true
 	}
 
 	for _, c := range append(out.Conditions, versionCondition(plan), poolsOf(poolsCondition)) {
@@ -211,7 +214,7 @@ func (f *Function) compose(req *fnv1.RunFunctionRequest) (rsp *fnv1.RunFunctionR
 			response.Normalf(rsp, "%s: %s", c.Type, c.Message).WithReason(c.Reason).TargetCompositeAndClaim()
 		}
 	}
-	return rsp, paced
+	return rsp, keep
 }
 
 // ConditionAccepted says on the XR and the claim whether the function takes
