@@ -146,7 +146,7 @@ var (
 	targetUsages = func() []string {
 		var out []string
 		for _, r := range []string{"capacity-reservation", "health", "rebalance", "spot-interruption", "state-change"} {
-			out = append(out, "usage-target-"+r+"-before-rule-"+r, "usage-target-"+r+"-before-interruption-queue")
+			out = append(out, "usage-target-"+r+"-before-rule-"+r)
 		}
 		return out
 	}()

@@ -1,7 +1,21 @@
 // Package usage orders deletion with Crossplane Usages: the nodes go before
 // the controller, the controller before its AWS access and its namespace,
-// each EventBridge target before its rule and the queue. An uninstall then
-// never strands a running instance or a controller without credentials.
+// each EventBridge target before its rule. An uninstall then never strands a
+// running instance or a controller without credentials.
+//
+// Each Usage protects an order that matters, and no more: every one is a
+// composed resource, and every composed resource's watch events count
+// against Crossplane's circuit breaker.
+//   - The nodes before the controller: the controller terminates them.
+//   - The controller before its Pod Identity association, Role and policy,
+//     namespace and ServiceAccount: without them it cannot terminate an
+//     instance, or runs no more. Before its queue and queue policy: it keeps
+//     handling interruptions (a Spot notice) while the nodes drain.
+//   - Each target before its rule: AWS refuses to delete a rule that still
+//     has targets.
+//
+// A target need not go before the queue it points at: nothing refuses the
+// queue's deletion, and the target goes with the uninstall anyway.
 package usage
 
 import (
@@ -37,7 +51,7 @@ func Edges() []Edge {
 	}
 	for _, r := range interruption.Rules {
 		t := awsres.TargetResource(r)
-		edges = append(edges, Edge{By: t, Of: awsres.RuleResource(r)}, Edge{By: t, Of: awsres.InterruptionQueue})
+		edges = append(edges, Edge{By: t, Of: awsres.RuleResource(r)})
 	}
 	return edges
 }
