@@ -327,17 +327,36 @@ func isZero(v any) bool {
 }
 
 // walkToReady has the fake provider make every composed resource of the requests Ready as soon
-// as it appears, until every one is Ready.
+// as it appears, until every one is Ready. It prints, for each, how long after its creation it
+// got Ready with providers that answer at once, and how often its XR's Responsive condition
+// (Crossplane's watch circuit breaker) went False meanwhile, sampled at every poll.
 func walkToReady(t *testing.T, cs ...*karpenter) {
 	t.Helper()
+	start := time.Now()
+	responsive := make([]string, len(cs))
+	wentFalse := make([]int, len(cs))
+	readyAt := make([]time.Time, len(cs))
 	walk(t, nil, func() bool {
-		for _, c := range cs {
-			if conditionStatus(c.get(), "Ready") != "True" {
-				return false
+		all := true
+		for i, c := range cs {
+			if r := conditionStatus(c.getXR(), "Responsive"); r != responsive[i] {
+				if r == "False" {
+					wentFalse[i]++
+				}
+				responsive[i] = r
 			}
+			if readyAt[i].IsZero() && conditionStatus(c.get(), "Ready") == "True" {
+				readyAt[i] = time.Now()
+			}
+			all = all && !readyAt[i].IsZero()
 		}
-		return true
+		return all
 	}, cs...)
+	for i, c := range cs {
+		created := c.get().GetCreationTimestamp().Time
+		fmt.Printf("e2e: %-40s %s Ready %.0fs after its creation (walk %.1fs), Responsive=False %d times\n",
+			t.Name(), c, readyAt[i].Sub(created).Seconds(), readyAt[i].Sub(start).Seconds(), wentFalse[i])
+	}
 }
 
 func (c *karpenter) walkToReady() { c.t.Helper(); walkToReady(c.t, c) }
