@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"strings"
+	"sync"
 	"time"
 
 	xpv1 "github.com/crossplane/crossplane-runtime/v2/apis/common/v1"
@@ -43,6 +44,9 @@ type Function struct {
 	// clock paces a claim that waits (see internal/requeue); time.Now when
 	// nil.
 	clock func() time.Time
+	// pending holds the cached response of each request the gRPC codec
+	// found in the cache while decoding it (see wire), by request.
+	pending sync.Map
 }
 
 // RunFunction reads the XR and what exists, and answers with the resources of
@@ -50,23 +54,28 @@ type Function struct {
 // Failures are Fatal results; it never returns an error. The response is
 // shared with the cache: callers must not modify it.
 func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) (*fnv1.RunFunctionResponse, error) {
+	if rsp, ok := f.pending.LoadAndDelete(req); ok {
+		// Found in the cache as the request was decoded (see wire).
+		return rsp.(*fnv1.RunFunctionResponse), nil
+	}
 	if f.cache == nil {
 		rsp, _ := f.compose(req)
 		return rsp, nil
 	}
-	xr := cache.XR(req)
 	key, err := cache.Key(req)
 	if err != nil {
 		// Not cacheable, still answerable.
 		rsp, _ := f.compose(req)
 		return rsp, nil
 	}
-	if rsp, ok := f.cache.Get(xr, key); ok {
+	if rsp, ok := f.cache.Get(key); ok {
 		return rsp, nil
 	}
 	rsp, keep := f.compose(req)
 	if keep {
-		f.cache.Put(xr, key, rsp)
+		if err := f.cache.Put(cache.XR(req), key, rsp); err != nil {
+			f.log.Info("cannot cache a response", "error", err.Error())
+		}
 	}
 	return rsp, nil
 }

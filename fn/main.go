@@ -27,7 +27,9 @@ func (c *CLI) Run() error {
 	if err != nil {
 		return err
 	}
-	return function.Serve(&Function{log: log, cache: cache.New(c.CachedXRs)},
+	f := &Function{log: log, cache: cache.New(c.CachedXRs)}
+	serveWire(f)
+	return function.Serve(f,
 		function.Listen(c.Network, c.Address),
 		function.MTLSCertificates(c.TLSCertsDir),
 		function.Insecure(c.Insecure),

@@ -27,54 +27,82 @@ import (
 type Responses struct {
 	max int
 
-	mu   sync.Mutex
-	byXR map[string]*list.Element
-	lru  *list.List // of *entry, most recently served first
+	mu    sync.Mutex
+	byXR  map[string]*list.Element
+	byKey map[string]*list.Element
+	byRsp map[*fnv1.RunFunctionResponse]*list.Element
+	lru   *list.List // of *entry, most recently served first
 }
 
 type entry struct {
 	xr, key string
 	rsp     *fnv1.RunFunctionResponse
+	// wire is rsp's deterministic protobuf encoding, what gRPC sends.
+	wire []byte
 }
 
 // New returns a cache of at most max XRs' responses.
 func New(max int) *Responses {
-	return &Responses{max: max, byXR: map[string]*list.Element{}, lru: list.New()}
+	return &Responses{max: max, lru: list.New(), byXR: map[string]*list.Element{},
+		byKey: map[string]*list.Element{}, byRsp: map[*fnv1.RunFunctionResponse]*list.Element{}}
 }
 
-// Get returns the response computed for the request of this key, if it is
-// the last one the XR was answered for. The response is shared: callers
-// must not modify it.
-func (c *Responses) Get(xr, key string) (*fnv1.RunFunctionResponse, bool) {
+// Get returns the response computed for the request of this key (a key
+// identifies a whole request, so its XR too), if it is the last one its XR
+// was answered for. The response is shared: callers must not modify it.
+func (c *Responses) Get(key string) (*fnv1.RunFunctionResponse, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	el, ok := c.byXR[xr]
-	if !ok || el.Value.(*entry).key != key {
+	el, ok := c.byKey[key]
+	if !ok {
 		return nil, false
 	}
 	c.lru.MoveToFront(el)
 	return el.Value.(*entry).rsp, true
 }
 
-// Put remembers the response of the XR's request of this key, in place of
-// whatever the XR was answered before.
-func (c *Responses) Put(xr, key string, rsp *fnv1.RunFunctionResponse) {
-	if c.max <= 0 {
-		return
+// Encoded is the wire encoding of a response the cache holds.
+func (c *Responses) Encoded(rsp *fnv1.RunFunctionResponse) ([]byte, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	el, ok := c.byRsp[rsp]
+	if !ok {
+		return nil, false
 	}
+	return el.Value.(*entry).wire, true
+}
+
+// Put remembers the response of the XR's request of this key, in place of
+// whatever the XR was answered before. The response must not be modified
+// afterwards.
+func (c *Responses) Put(xr, key string, rsp *fnv1.RunFunctionResponse) error {
+	if c.max <= 0 {
+		return nil
+	}
+	wire, err := proto.MarshalOptions{Deterministic: true}.Marshal(rsp)
+	if err != nil {
+		return err
+	}
+	e := &entry{xr: xr, key: key, rsp: rsp, wire: wire}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if el, ok := c.byXR[xr]; ok {
-		el.Value = &entry{xr: xr, key: key, rsp: rsp}
-		c.lru.MoveToFront(el)
-		return
+		c.forget(el)
 	}
-	c.byXR[xr] = c.lru.PushFront(&entry{xr: xr, key: key, rsp: rsp})
+	el := c.lru.PushFront(e)
+	c.byXR[xr], c.byKey[key], c.byRsp[rsp] = el, el, el
 	for c.lru.Len() > c.max {
-		oldest := c.lru.Back()
-		c.lru.Remove(oldest)
-		delete(c.byXR, oldest.Value.(*entry).xr)
+		c.forget(c.lru.Back())
 	}
+	return nil
+}
+
+func (c *Responses) forget(el *list.Element) {
+	e := el.Value.(*entry)
+	c.lru.Remove(el)
+	delete(c.byXR, e.xr)
+	delete(c.byKey, e.key)
+	delete(c.byRsp, e.rsp)
 }
 
 // Len is how many XRs have a response kept.

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 )
 
@@ -59,38 +60,50 @@ func TestKey(t *testing.T) {
 
 func TestResponses(t *testing.T) {
 	c := New(2)
-	r1, r2, r3 := &fnv1.RunFunctionResponse{}, &fnv1.RunFunctionResponse{}, &fnv1.RunFunctionResponse{}
-	c.Put("a", "k1", r1)
-	if got, ok := c.Get("a", "k1"); !ok || got != r1 {
-		t.Error("a's answer to k1 is not served")
+	put := func(xr, key string, rsp *fnv1.RunFunctionResponse) {
+		if err := c.Put(xr, key, rsp); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if _, ok := c.Get("a", "k2"); ok {
-		t.Error("a's answer to k1 served for k2")
+	r1, r2, r3 := &fnv1.RunFunctionResponse{}, &fnv1.RunFunctionResponse{}, &fnv1.RunFunctionResponse{Meta: &fnv1.ResponseMeta{Tag: "r3"}}
+	put("a", "a1", r1)
+	if got, ok := c.Get("a1"); !ok || got != r1 {
+		t.Error("a's answer to a1 is not served")
 	}
-	if _, ok := c.Get("b", "k1"); ok {
-		t.Error("a's answer served to b")
+	if _, ok := c.Get("a2"); ok {
+		t.Error("an answer served for a key never put")
 	}
-	c.Put("a", "k2", r2)
-	if _, ok := c.Get("a", "k1"); ok {
+	put("a", "a2", r2)
+	if _, ok := c.Get("a1"); ok {
 		t.Error("a's older answer still served: one answer per XR")
 	}
-	c.Put("b", "k1", r1)
-	if _, ok := c.Get("a", "k2"); !ok { // a is now the most recently served
-		t.Error("a's answer to k2 is not served")
+	if _, ok := c.Encoded(r1); ok {
+		t.Error("the encoding of a's older answer is still kept")
 	}
-	c.Put("c", "k1", r3)
+	put("b", "b1", r1)
+	if _, ok := c.Get("a2"); !ok { // a is now the most recently served
+		t.Error("a's answer to a2 is not served")
+	}
+	put("c", "c1", r3)
 	if c.Len() != 2 {
 		t.Errorf("%d XRs kept, want at most 2", c.Len())
 	}
-	if _, ok := c.Get("b", "k1"); ok {
+	if _, ok := c.Get("b1"); ok {
 		t.Error("b, the least recently served, was not the one evicted")
 	}
-	if got, ok := c.Get("c", "k1"); !ok || got != r3 {
+	if got, ok := c.Get("c1"); !ok || got != r3 {
 		t.Error("c's answer is not served")
 	}
+	wire, ok := c.Encoded(r3)
+	var decoded fnv1.RunFunctionResponse
+	if !ok || proto.Unmarshal(wire, &decoded) != nil || !proto.Equal(&decoded, r3) {
+		t.Errorf("c's answer's encoding %q does not decode to it", wire)
+	}
 	off := New(0)
-	off.Put("a", "k1", r1)
-	if _, ok := off.Get("a", "k1"); ok {
+	if err := off.Put("a", "a1", r1); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := off.Get("a1"); ok {
 		t.Error("a cache of size 0 kept an answer")
 	}
 }

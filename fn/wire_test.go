@@ -1,0 +1,157 @@
+package main
+
+import (
+	"context"
+	"net"
+	"testing"
+
+	"github.com/crossplane/function-sdk-go/logging"
+	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/encoding"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/testing/protocmp"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/do-now/function-karpenter/internal/cache"
+)
+
+// TestWireServesWhatTheFunctionAnswers serves the function on loopback
+// with its codec, and calls it as Crossplane does for each state of the
+// example claim, twice, tagged and untagged: every answer must be the
+// uncached function's, and a settled claim's second reconcile must be
+// answered without decoding its observed state.
+func TestWireServesWhatTheFunctionAnswers(t *testing.T) {
+	f := &Function{log: logging.NewNopLogger(), cache: cache.New(10)}
+	w := wire{f: f, proto: encoding.GetCodecV2("proto")}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer(grpc.ForceServerCodecV2(w))
+	fnv1.RegisterFunctionRunnerServiceServer(srv, f)
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(srv.Stop)
+	conn, err := grpc.NewClient(l.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(16<<20)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	client := fnv1.NewFunctionRunnerServiceClient(conn)
+	call := func(ctx context.Context, req *fnv1.RunFunctionRequest) (*fnv1.RunFunctionResponse, error) {
+		return client.RunFunction(ctx, req)
+	}
+
+	for _, s := range benchStates(t) {
+		for _, tagged := range []bool{true, false} {
+			req := aRequest(t).observing(s.observed).build()
+			if !tagged {
+				req.Meta = nil
+			}
+			want := run(t, req)
+			for i := range 2 {
+				got, _, err := fetching(context.Background(), call, req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if diff := cmp.Diff(want, got, protocmp.Transform()); diff != "" {
+					t.Errorf("%s (tagged %v), reconcile %d: served over gRPC otherwise than the function answers (-function +served):\n%s", s.name, tagged, i+1, diff)
+				}
+			}
+		}
+	}
+
+	// The shortcut itself: the settled claim's request decoded only as far
+	// as its key, and its answer put aside for RunFunction — which must
+	// serve it even when another XR's answer evicted it from the cache in
+	// between.
+	f = &Function{log: logging.NewNopLogger(), cache: cache.New(1)}
+	w = wire{f: f, proto: encoding.GetCodecV2("proto")}
+	req := settled(aRequest(t)).observing(benchStates(t)[2].observed).build()
+	raw, err := proto.Marshal(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	decode := func() *fnv1.RunFunctionRequest {
+		var got fnv1.RunFunctionRequest
+		if err := w.Unmarshal(mustBuffer(raw), &got); err != nil {
+			t.Fatal(err)
+		}
+		return &got
+	}
+	first := decode()
+	if !proto.Equal(first, req) {
+		t.Fatal("a request not answered yet was not decoded whole")
+	}
+	rsp, _ := f.RunFunction(context.Background(), first)
+	again := decode()
+	if again.GetObserved() != nil || again.GetMeta().GetTag() != req.GetMeta().GetTag() {
+		t.Errorf("a request answered before was decoded beyond its key: observed %v", again.GetObserved() != nil)
+	}
+	other := settled(aRequest(t)).observing(benchStates(t)[2].observed)
+	other.xr["metadata"] = map[string]any{"name": "team-b-karpenter-a1b2c"}
+	if _, err := f.RunFunction(context.Background(), other.build()); err != nil || f.cache.Len() != 1 {
+		t.Fatalf("another XR's answer did not evict: %v", err)
+	}
+	if got, _ := f.RunFunction(context.Background(), again); got != rsp {
+		t.Error("RunFunction did not answer with the response put aside for the request")
+	}
+	if _, left := f.pending.Load(again); left {
+		t.Error("the response put aside stays after it was served")
+	}
+	encoded, err := w.Marshal(rsp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var decoded fnv1.RunFunctionResponse
+	if err := proto.Unmarshal(encoded.Materialize(), &decoded); err != nil || !proto.Equal(&decoded, rsp) {
+		t.Errorf("the kept encoding does not decode to the response: %v", err)
+	}
+}
+
+// TestKeyFields holds wire's keyField against RunFunctionRequest's
+// descriptor and cache.Key: the key of a tagged request is the key of its
+// key fields alone, and no other field is among them.
+func TestKeyFields(t *testing.T) {
+	fields := (&fnv1.RunFunctionRequest{}).ProtoReflect().Descriptor().Fields()
+	want := map[protoreflect.Name]bool{"meta": true, "context": true, "extra_resources": true, "required_resources": true, "required_schemas": true}
+	for i := range fields.Len() {
+		fd := fields.Get(i)
+		if keyField[fd.Number()] != want[fd.Name()] {
+			t.Errorf("field %d %s: in keyField %v, want %v", fd.Number(), fd.Name(), keyField[fd.Number()], want[fd.Name()])
+		}
+	}
+	req := settled(aRequest(t)).observing(benchStates(t)[2].observed).build()
+	req.Context, _ = structOf(map[string]any{"k": "v"})
+	raw, _ := proto.Marshal(req)
+	keyed, err := keyFields(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var only fnv1.RunFunctionRequest
+	if err := proto.Unmarshal(keyed, &only); err != nil {
+		t.Fatal(err)
+	}
+	full, _ := cache.Key(req)
+	partial, _ := cache.Key(&only)
+	if full != partial {
+		t.Error("the key of a tagged request is not the key of its key fields")
+	}
+	only.RequiredResources = nil
+	if k, _ := cache.Key(&only); k == full {
+		t.Error("the key does not depend on the required resources")
+	}
+}
+
+func structOf(m map[string]any) (*structpb.Struct, error) { return structpb.NewStruct(m) }
+
+// mustBuffer is raw as gRPC hands it to a codec: in more than one buffer.
+func mustBuffer(raw []byte) mem.BufferSlice {
+	half := len(raw) / 2
+	return mem.BufferSlice{mem.SliceBuffer(raw[:half]), mem.SliceBuffer(raw[half:])}
+}
