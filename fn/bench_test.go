@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -97,6 +98,41 @@ func BenchmarkRunFunction(b *testing.B) {
 			})
 		}
 	}
+}
+
+// BenchmarkCacheMemory is what the cache holds for each settled XR: the
+// heap still in use, after a collection, once 100 settled XRs' answers are
+// cached, per XR (retained-B/XR), against the same 100 answers composed and
+// dropped.
+func BenchmarkCacheMemory(b *testing.B) {
+	all := benchStates(b)[2].observed
+	const xrs = 100
+	reqs := make([]*fnv1.RunFunctionRequest, xrs)
+	for i := range reqs {
+		r := settled(aRequest(b)).observing(all)
+		r.xr["metadata"] = map[string]any{"name": fmt.Sprintf("team-a-karpenter-%03d", i)}
+		reqs[i] = r.build()
+	}
+	heap := func() uint64 {
+		var m runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	var retained uint64
+	for b.Loop() {
+		f := &Function{log: logging.NewNopLogger(), cache: cache.New(1000)}
+		before := heap()
+		for _, req := range reqs {
+			mustRun(b, f, req)
+		}
+		if f.cache.Len() != xrs {
+			b.Fatalf("%d XRs cached, want %d", f.cache.Len(), xrs)
+		}
+		retained = heap() - before
+		runtime.KeepAlive(f)
+	}
+	b.ReportMetric(float64(retained)/xrs, "retained-B/XR")
 }
 
 // BenchmarkGRPCReconcile is one reconcile of the settled claim against the
@@ -234,7 +270,7 @@ func serveFunction(b *testing.B) (fnv1.FunctionRunnerServiceClient, func() int64
 	}
 }
 
-func mustRun(b *testing.B, f *Function, req *fnv1.RunFunctionRequest) *fnv1.RunFunctionResponse {
+func mustRun(b testing.TB, f *Function, req *fnv1.RunFunctionRequest) *fnv1.RunFunctionResponse {
 	b.Helper()
 	rsp, err := f.RunFunction(context.Background(), req)
 	if err != nil || fatal(rsp) != "" {
