@@ -66,6 +66,17 @@ func TestCacheServesWhatDoesNotDependOnTheClock(t *testing.T) {
 		t.Errorf("settled TTL %v, want %v", got, requeue.Settled)
 	}
 
+	// The first call of a reconcile whose requirements are not answered
+	// has a slot of its own: serving it evicts nothing.
+	asking := aRequest(t).observing(states[2].observed).build()
+	askedFirst, _ := f.RunFunction(context.Background(), asking)
+	if askedAgain, _ := f.RunFunction(context.Background(), asking); askedAgain != askedFirst {
+		t.Error("a first call's answer was composed again, not served")
+	}
+	if got, _ := f.RunFunction(context.Background(), settledReq); got != first {
+		t.Error("serving a first call evicted the settled claim's answer")
+	}
+
 	waiting := settled(aRequest(t)).observing(states[1].observed).build()
 	first, _ = f.RunFunction(context.Background(), waiting)
 	again, _ = f.RunFunction(context.Background(), waiting)
@@ -75,7 +86,7 @@ func TestCacheServesWhatDoesNotDependOnTheClock(t *testing.T) {
 	if got := again.GetMeta().GetTtl().AsDuration(); got < requeue.Shortest || got > requeue.Longest {
 		t.Errorf("waiting TTL %v, want within [%v, %v]", got, requeue.Shortest, requeue.Longest)
 	}
-	if f.cache.Len() != 1 {
-		t.Errorf("%d XRs cached, want the settled one", f.cache.Len())
+	if f.cache.Len() != 2 {
+		t.Errorf("%d answers cached, want the settled one and its first call's", f.cache.Len())
 	}
 }

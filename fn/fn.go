@@ -71,27 +71,39 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 	if rsp, ok := f.cache.Get(key); ok {
 		return rsp, nil
 	}
-	rsp, keep := f.compose(req)
-	if keep {
-		if err := f.cache.Put(cache.XR(req), key, rsp); err != nil {
+	rsp, kind := f.compose(req)
+	if kind != paced {
+		// An XR's first call and its composed answer each have a slot of
+		// their own, so a reconcile of two calls evicts neither.
+		if err := f.cache.Put(cache.XR(req)+string(kind), key, rsp); err != nil {
 			f.log.Info("cannot cache a response", "error", err.Error())
 		}
 	}
 	return rsp, nil
 }
 
+// What kind of answer compose gave, and so how the cache keeps it.
+type answer string
+
+const (
+	// composed: a function of the request alone.
+	composed answer = ""
+	// asking: only the requirements of a call Crossplane answers next.
+	asking answer = "#asking"
+	// paced: a claim that waits, whose TTL depends on the clock; never
+	// cached.
+	paced answer = "#paced"
+)
+
 // compose is RunFunction without the cache. Its response is a function of
-// the request alone, except the TTL of a claim that waits. keep says
-// whether the cache should keep it: not when paced by the clock, nor a
-// first call's requirements (cheaper to answer again than the XR's
-// composed answer they would evict).
-func (f *Function) compose(req *fnv1.RunFunctionRequest) (rsp *fnv1.RunFunctionResponse, keep bool) {
-	rsp, keep = response.To(req, requeue.Settled), true
+// the request alone, except the TTL of a claim that waits: kind says which.
+func (f *Function) compose(req *fnv1.RunFunctionRequest) (rsp *fnv1.RunFunctionResponse, kind answer) {
+	rsp, kind = response.To(req, requeue.Settled), composed
 
 	oxr, err := request.GetObservedCompositeResource(req)
 	if err != nil {
 		response.Fatal(rsp, errors.Wrap(err, "cannot get observed composite resource"))
-		return rsp, true
+		return rsp, composed
 	}
 	log := f.log.WithValues("xr-kind", oxr.Resource.GetKind(), "xr-namespace", oxr.Resource.GetNamespace(), "xr-name", oxr.Resource.GetName())
 
@@ -99,14 +111,14 @@ func (f *Function) compose(req *fnv1.RunFunctionRequest) (rsp *fnv1.RunFunctionR
 	if err != nil {
 		log.Info("refusing an XR of no API the function serves", "error", err.Error())
 		refuse(rsp, oxr, ReasonInvalid, errors.Wrapf(err, "invalid %s %q: apiVersion", oxr.Resource.GetKind(), oxr.Resource.GetName()))
-		return rsp, true
+		return rsp, composed
 	}
 	xrSpec, _ := oxr.Resource.Object["spec"].(map[string]any)
 	cfg, errs := spec.Load(spec.OwnerOf(oxr.Resource.Object, xr.API), xrSpec, req.GetInput())
 	if len(errs) > 0 {
 		log.Info("refusing invalid XR or input", "error", errs.ToAggregate().Error())
 		refuse(rsp, oxr, ReasonInvalid, errors.Errorf("invalid %s %q: %s", oxr.Resource.GetKind(), oxr.Resource.GetName(), errs.ToAggregate().Error()))
-		return rsp, true
+		return rsp, composed
 	}
 	cfg.XR = xr
 	cfg.AccessCheckRun = oxr.Resource.GetAnnotations()[cluster.RunAnnotation]
@@ -120,7 +132,7 @@ func (f *Function) compose(req *fnv1.RunFunctionRequest) (rsp *fnv1.RunFunctionR
 		found, ok, err := request.GetRequiredResource(req, name)
 		if err != nil {
 			response.Fatal(rsp, errors.Wrap(err, "cannot read the cluster's controller roles"))
-			return rsp, true
+			return rsp, composed
 		}
 		roles, resolved = append(roles, found...), resolved && ok
 	}
@@ -128,13 +140,13 @@ func (f *Function) compose(req *fnv1.RunFunctionRequest) (rsp *fnv1.RunFunctionR
 		// Crossplane calls again, in the same reconcile, with the answer,
 		// and applies only that call's response: this one is discarded
 		// whole. So it says what it requires and nothing else.
-		return rsp, false
+		return rsp, asking
 	}
 
 	observed, err := request.GetObservedComposedResources(req)
 	if err != nil {
 		response.Fatal(rsp, errors.Wrap(err, "cannot get observed composed resources"))
-		return rsp, true
+		return rsp, composed
 	}
 	errs = append(tenancy.Check(cfg, cfg.Owner.Namespace), awsres.CheckIdentity(cfg, observed)...)
 	if e := tenancy.Claimed(cfg, xr, roles); e != nil {
@@ -150,19 +162,19 @@ func (f *Function) compose(req *fnv1.RunFunctionRequest) (rsp *fnv1.RunFunctionR
 	if len(errs) > 0 {
 		log.Info("refusing XR", "error", errs.ToAggregate().Error())
 		refuse(rsp, oxr, ReasonRefused, errors.Errorf("refusing %s %q: %s", oxr.Resource.GetKind(), oxr.Resource.GetName(), errs.ToAggregate().Error()))
-		return rsp, true
+		return rsp, composed
 	}
 	clusterLabels := map[string]string{spec.ClusterLabel: spec.KubernetesName(cfg.Spec.Cluster.Name)}
 	reported := awsres.ReadObserved(observed)
 	out, err := sequence.Run(sequence.Steps(cfg, reported, plan.Parts, observed), observed, clusterLabels)
 	if err != nil {
 		response.Fatal(rsp, err)
-		return rsp, true
+		return rsp, composed
 	}
 	usages, err := usage.Usages(out.Refs, observed, clusterLabels)
 	if err != nil {
 		response.Fatal(rsp, errors.Wrap(err, "cannot build deletion-order usages"))
-		return rsp, true
+		return rsp, composed
 	}
 	if changed := sequence.KindChanges(observed, out.Desired, usages); len(changed) > 0 {
 		err := errors.Errorf("refusing %s %q: Crossplane cannot change the kind of a composed resource: %s; "+
@@ -170,7 +182,7 @@ func (f *Function) compose(req *fnv1.RunFunctionRequest) (rsp *fnv1.RunFunctionR
 			oxr.Resource.GetKind(), oxr.Resource.GetName(), strings.Join(changed, "; "))
 		log.Info("refusing XR", "error", err.Error())
 		refuse(rsp, oxr, ReasonRefused, err)
-		return rsp, true
+		return rsp, composed
 	}
 	response.ConditionTrue(rsp, ConditionAccepted, ReasonAccepted).
 		WithMessage(fmt.Sprintf("Karpenter for cluster %q in %s", cfg.Spec.Cluster.Name, cfg.Spec.Cluster.Region)).
@@ -178,24 +190,24 @@ func (f *Function) compose(req *fnv1.RunFunctionRequest) (rsp *fnv1.RunFunctionR
 	desired, err := request.GetDesiredComposedResources(req)
 	if err != nil {
 		response.Fatal(rsp, errors.Wrap(err, "cannot get desired composed resources"))
-		return rsp, true
+		return rsp, composed
 	}
 	maps.Copy(desired, out.Desired)
 	maps.Copy(desired, usages)
 	if err := response.SetDesiredComposedResources(rsp, desired); err != nil {
 		response.Fatal(rsp, errors.Wrap(err, "cannot set desired composed resources"))
-		return rsp, true
+		return rsp, composed
 	}
 
 	dxr, err := request.GetDesiredCompositeResource(req)
 	if err != nil {
 		response.Fatal(rsp, errors.Wrap(err, "cannot get desired composite resource"))
-		return rsp, true
+		return rsp, composed
 	}
 	pools, poolsCondition := poolstatus.Read(cfg, observed)
 	if err := status.Write(dxr.Resource, cfg, reported, pools); err != nil {
 		response.Fatal(rsp, errors.Wrap(err, "cannot write composite resource status"))
-		return rsp, true
+		return rsp, composed
 	}
 	if !out.Ready || plan.Upgrading {
 		// Crossplane would otherwise call the XR Ready as soon as everything
@@ -207,11 +219,11 @@ func (f *Function) compose(req *fnv1.RunFunctionRequest) (rsp *fnv1.RunFunctionR
 			clock = time.Now
 		}
 		rsp.GetMeta().Ttl = durationpb.New(requeue.Waiting(clock(), out.Unready, observed))
-		keep = false
+		kind = paced
 	}
 	if err := response.SetDesiredCompositeResource(rsp, dxr); err != nil {
 		response.Fatal(rsp, errors.Wrap(err, "cannot set desired composite resource"))
-		return rsp, true
+		return rsp, composed
 	}
 
 	for _, c := range append(out.Conditions, versionCondition(plan), poolsOf(poolsCondition)) {
@@ -223,7 +235,7 @@ func (f *Function) compose(req *fnv1.RunFunctionRequest) (rsp *fnv1.RunFunctionR
 			response.Normalf(rsp, "%s: %s", c.Type, c.Message).WithReason(c.Reason).TargetCompositeAndClaim()
 		}
 	}
-	return rsp, keep
+	return rsp, kind
 }
 
 // ConditionAccepted says on the XR and the claim whether the function takes
