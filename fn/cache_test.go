@@ -1,12 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"testing"
 	"time"
 
 	"github.com/crossplane/function-sdk-go/logging"
 	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/testing/protocmp"
 
 	"github.com/do-now/function-karpenter/internal/cache"
@@ -88,5 +90,28 @@ func TestCacheServesWhatDoesNotDependOnTheClock(t *testing.T) {
 	}
 	if f.cache.Len() != 2 {
 		t.Errorf("%d answers cached, want the settled one and its first call's", f.cache.Len())
+	}
+}
+
+// TestAnswersAreByteStable: composing one request twice gives the same
+// bytes, for every state, so the cache is exact and Crossplane is not
+// handed a changed desired state by a call that changed nothing.
+func TestAnswersAreByteStable(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	f := &Function{log: logging.NewNopLogger(), clock: func() time.Time { return now }}
+	for _, s := range benchStates(t) {
+		req := settled(aRequest(t)).observing(s.observed).build()
+		encoded := make([][]byte, 2)
+		for i := range encoded {
+			rsp, _ := f.RunFunction(context.Background(), req)
+			raw, err := proto.MarshalOptions{Deterministic: true}.Marshal(rsp)
+			if err != nil {
+				t.Fatal(err)
+			}
+			encoded[i] = raw
+		}
+		if !bytes.Equal(encoded[0], encoded[1]) {
+			t.Errorf("%s: two compositions of one request differ", s.name)
+		}
 	}
 }
