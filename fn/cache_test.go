@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/crossplane/function-sdk-go/logging"
+	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/testing/protocmp"
@@ -66,6 +67,11 @@ func TestCacheServesWhatDoesNotDependOnTheClock(t *testing.T) {
 	}
 	if got := again.GetMeta().GetTtl().AsDuration(); got != requeue.Settled {
 		t.Errorf("settled TTL %v, want %v", got, requeue.Settled)
+	}
+	wire, ok := f.cache.Encoded(again)
+	var kept fnv1.RunFunctionResponse
+	if !ok || proto.Unmarshal(wire, &kept) != nil || !proto.Equal(&kept, again) {
+		t.Error("the served answer is not what the cache keeps of it")
 	}
 
 	// The first call of a reconcile whose requirements are not answered

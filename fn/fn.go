@@ -15,6 +15,9 @@ import (
 	"github.com/crossplane/function-sdk-go/request"
 	"github.com/crossplane/function-sdk-go/resource"
 	"github.com/crossplane/function-sdk-go/response"
+	"google.golang.org/grpc/codes"
+	grpcstatus "google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	corev1 "k8s.io/api/core/v1"
 
@@ -58,6 +61,13 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 		// Found in the cache as the request was decoded (see wire).
 		return rsp.(*fnv1.RunFunctionResponse), nil
 	}
+	if req.GetObserved() == nil && cache.IsDigest(req.GetMeta().GetTag()) {
+		// Crossplane always sends the observed XR: this is a request wire
+		// left partly decoded, whose answer is no longer put aside. It is
+		// never composed (nor its answer cached): Crossplane retries the
+		// call, applying nothing meanwhile.
+		return nil, grpcstatus.Error(codes.Unavailable, "the request's cached answer is gone; call again")
+	}
 	if f.cache == nil {
 		rsp, _ := f.compose(req)
 		return rsp, nil
@@ -99,6 +109,9 @@ const (
 // the request alone, except the TTL of a claim that waits: kind says which.
 func (f *Function) compose(req *fnv1.RunFunctionRequest) (rsp *fnv1.RunFunctionResponse, kind answer) {
 	rsp, kind = response.To(req, requeue.Settled), composed
+	// The response must not share the request's state: the SDK's setters
+	// modify it in place, and a cached response is shared.
+	rsp.Desired, rsp.Context = proto.CloneOf(req.GetDesired()), proto.CloneOf(req.GetContext())
 
 	oxr, err := request.GetObservedCompositeResource(req)
 	if err != nil {
@@ -223,7 +236,7 @@ func (f *Function) compose(req *fnv1.RunFunctionRequest) (rsp *fnv1.RunFunctionR
 	}
 	if err := response.SetDesiredCompositeResource(rsp, dxr); err != nil {
 		response.Fatal(rsp, errors.Wrap(err, "cannot set desired composite resource"))
-		return rsp, composed
+		return rsp, kind
 	}
 
 	for _, c := range append(out.Conditions, versionCondition(plan), poolsOf(poolsCondition)) {

@@ -18,7 +18,7 @@ type CLI struct {
 	TLSCertsDir        string `env:"TLS_SERVER_CERTS_DIR" help:"Directory containing server certs (tls.key, tls.crt) and the CA used to verify client certificates (ca.crt)"`
 	Insecure           bool   `help:"Run without mTLS credentials. If you supply this flag --tls-certs-dir will be ignored."`
 	MaxRecvMessageSize int    `default:"4" help:"Maximum size of received messages in MB."`
-	CachedXRs          int    `default:"1000" help:"How many XRs' last answers to keep, to answer a settled XR's unchanged request without composing it again (0: none)."`
+	CachedXRs          int    `default:"1000" help:"How many XRs' last answers to keep, to answer a settled XR's unchanged request without composing it again (0: no cache)."`
 }
 
 // Run serves the function until the process is stopped.
@@ -27,7 +27,12 @@ func (c *CLI) Run() error {
 	if err != nil {
 		return err
 	}
-	f := &Function{log: log, cache: cache.New(c.CachedXRs)}
+	f := &Function{log: log}
+	if c.CachedXRs > 0 {
+		// An XR holds at most two answers: its composed one, and its first
+		// call's when Crossplane asks twice in a reconcile.
+		f.cache = cache.New(2 * c.CachedXRs)
+	}
 	serveWire(f)
 	return function.Serve(f,
 		function.Listen(c.Network, c.Address),

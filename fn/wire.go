@@ -17,9 +17,9 @@ import (
 // answered before.
 //
 //   - Decoding a request: when the request carries Crossplane's meta.tag,
-//     only the fields its cache key is made of are decoded (meta and the
-//     ones Crossplane fills in between calls of one tag: see cache.Key), not
-//     the observed and desired state, most of its bytes. If the cache holds
+//     only the fields its cache key is made of are decoded (every field but
+//     those the tag stands for: see cache.Key), not the observed and
+//     desired state, most of its bytes. If the cache holds
 //     the answer to that key, the request is left at those fields and its
 //     answer is put aside for RunFunction; otherwise the request is decoded
 //     whole.
@@ -64,7 +64,7 @@ func (w wire) Unmarshal(data mem.BufferSlice, v any) error {
 	if err := proto.Unmarshal(keyed, req); err != nil {
 		return err
 	}
-	if req.GetMeta().GetTag() != "" {
+	if cache.IsDigest(req.GetMeta().GetTag()) {
 		if key, err := cache.Key(req); err == nil {
 			if rsp, ok := w.f.cache.Get(key); ok {
 				w.f.pending.Store(req, rsp)
@@ -77,7 +77,8 @@ func (w wire) Unmarshal(data mem.BufferSlice, v any) error {
 }
 
 // keyFields are the encoded request's fields its cache key is made of, as
-// they were encoded.
+// they were encoded: all but those the tag stands for (cache.TagCovers),
+// unknown ones included.
 func keyFields(raw []byte) ([]byte, error) {
 	var keyed []byte
 	for b := raw; len(b) > 0; {
@@ -89,16 +90,10 @@ func keyFields(raw []byte) ([]byte, error) {
 		if m < 0 {
 			return nil, fmt.Errorf("cannot decode the request: %w", protowire.ParseError(m))
 		}
-		if keyField[num] {
+		if !cache.TagCovers[num] {
 			keyed = append(keyed, b[:n+m]...)
 		}
 		b = b[n+m:]
 	}
 	return keyed, nil
 }
-
-// keyField: the RunFunctionRequest fields cache.Key reads when the request
-// carries a tag — meta, context, extra_resources, required_resources,
-// required_schemas. TestKeyFields holds this against the message's
-// descriptor and cache.Key.
-var keyField = map[protowire.Number]bool{1: true, 5: true, 6: true, 8: true, 9: true}

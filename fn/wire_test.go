@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"net"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/testing/protocmp"
@@ -114,16 +116,17 @@ func TestWireServesWhatTheFunctionAnswers(t *testing.T) {
 	}
 }
 
-// TestKeyFields holds wire's keyField against RunFunctionRequest's
-// descriptor and cache.Key: the key of a tagged request is the key of its
-// key fields alone, and no other field is among them.
+// TestKeyFields: the fields the tag stands for are exactly those
+// Crossplane never changes between the calls of one tag, by name; the key
+// of a tagged request is the key of wire's key fields alone; and every
+// other field, unknown ones included, is in the key.
 func TestKeyFields(t *testing.T) {
 	fields := (&fnv1.RunFunctionRequest{}).ProtoReflect().Descriptor().Fields()
-	want := map[protoreflect.Name]bool{"meta": true, "context": true, "extra_resources": true, "required_resources": true, "required_schemas": true}
+	covered := map[protoreflect.Name]bool{"observed": true, "desired": true, "input": true, "credentials": true}
 	for i := range fields.Len() {
 		fd := fields.Get(i)
-		if keyField[fd.Number()] != want[fd.Name()] {
-			t.Errorf("field %d %s: in keyField %v, want %v", fd.Number(), fd.Name(), keyField[fd.Number()], want[fd.Name()])
+		if cache.TagCovers[fd.Number()] != covered[fd.Name()] {
+			t.Errorf("field %d %s: covered by the tag %v, want %v", fd.Number(), fd.Name(), cache.TagCovers[fd.Number()], covered[fd.Name()])
 		}
 	}
 	req := settled(aRequest(t)).observing(benchStates(t)[2].observed).build()
@@ -137,14 +140,26 @@ func TestKeyFields(t *testing.T) {
 	if err := proto.Unmarshal(keyed, &only); err != nil {
 		t.Fatal(err)
 	}
+	if only.GetObserved() != nil || only.GetDesired() != nil || only.GetInput() != nil {
+		t.Error("the key fields hold the observed, desired or input state")
+	}
 	full, _ := cache.Key(req)
-	partial, _ := cache.Key(&only)
-	if full != partial {
+	if partial, _ := cache.Key(&only); full != partial {
 		t.Error("the key of a tagged request is not the key of its key fields")
 	}
-	only.RequiredResources = nil
-	if k, _ := cache.Key(&only); k == full {
-		t.Error("the key does not depend on the required resources")
+	// A field this SDK does not know (number 99), as a later Crossplane
+	// might send it, changes the key both ways.
+	unknown := protowire.AppendString(protowire.AppendTag(nil, 99, protowire.BytesType), "new")
+	var more fnv1.RunFunctionRequest
+	if err := proto.Unmarshal(append(append([]byte{}, raw...), unknown...), &more); err != nil {
+		t.Fatal(err)
+	}
+	if k, _ := cache.Key(&more); k == full {
+		t.Error("an unknown field is not in the key")
+	}
+	keyedMore, _ := keyFields(append(append([]byte{}, raw...), unknown...))
+	if !bytes.HasSuffix(keyedMore, unknown) {
+		t.Error("wire drops an unknown field from the key fields")
 	}
 }
 

@@ -19,7 +19,9 @@ import (
 	"sync"
 
 	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
 // Responses is safe for concurrent use. Its zero value is not usable; call
@@ -100,9 +102,17 @@ func (c *Responses) Put(xr, key string, rsp *fnv1.RunFunctionResponse) error {
 func (c *Responses) forget(el *list.Element) {
 	e := el.Value.(*entry)
 	c.lru.Remove(el)
-	delete(c.byXR, e.xr)
-	delete(c.byKey, e.key)
-	delete(c.byRsp, e.rsp)
+	for _, index := range []struct {
+		m   map[string]*list.Element
+		key string
+	}{{c.byXR, e.xr}, {c.byKey, e.key}} {
+		if index.m[index.key] == el {
+			delete(index.m, index.key)
+		}
+	}
+	if c.byRsp[e.rsp] == el {
+		delete(c.byRsp, e.rsp)
+	}
 }
 
 // Len is how many XRs have a response kept.
@@ -114,22 +124,44 @@ func (c *Responses) Len() int {
 
 // Key identifies the whole request. Crossplane's meta.tag is SHA-256 of the
 // request's deterministic protobuf encoding, computed once per pipeline
-// step, before it calls the function again with the required resources it
-// asked for: calls after the first carry the first one's tag, with other
-// required resources, extra resources, schemas and context. So the key is
-// the tag plus a digest of those fields, or, when the request carries no
-// tag, a digest of the whole request.
+// step, before meta is set and before it calls the function again with the
+// required resources it asked for: calls after the first carry the first
+// one's tag, with other required resources, extra resources, schemas and
+// context. So the key is the tag plus a digest of every field but those the
+// tag stands for (TagCovers), unknown ones included, so a field a later
+// Crossplane adds cannot go unkeyed. A request whose tag is not such a
+// digest, or that has none, is keyed by a digest of the whole of it.
 func Key(req *fnv1.RunFunctionRequest) (string, error) {
 	tag := req.GetMeta().GetTag()
-	if tag == "" {
+	if !IsDigest(tag) {
 		return digest("sha256:", req)
 	}
-	return digest("tag:"+tag+"/", &fnv1.RunFunctionRequest{
-		RequiredResources: req.GetRequiredResources(),
-		ExtraResources:    req.GetExtraResources(),
-		RequiredSchemas:   req.GetRequiredSchemas(),
-		Context:           req.GetContext(),
+	rest := &fnv1.RunFunctionRequest{}
+	from, to := req.ProtoReflect(), rest.ProtoReflect()
+	from.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		if !TagCovers[fd.Number()] {
+			to.Set(fd, v)
+		}
+		return true
 	})
+	to.SetUnknown(from.GetUnknown())
+	return digest("tag:"+tag+"/", rest)
+}
+
+// TagCovers are the fields of a RunFunctionRequest Crossplane never changes
+// between the calls of one tag: observed, desired, input, credentials. The
+// tag stands for them; every other field is in the key.
+var TagCovers = map[protowire.Number]bool{2: true, 3: true, 4: true, 7: true}
+
+// IsDigest tells whether a tag is what Crossplane computes: 64 hex digits.
+// Any other tag (a test's, a hand-made request's) is not trusted to
+// identify the request.
+func IsDigest(tag string) bool {
+	if len(tag) != 2*sha256.Size {
+		return false
+	}
+	_, err := hex.DecodeString(tag)
+	return err == nil
 }
 
 func digest(prefix string, m proto.Message) (string, error) {

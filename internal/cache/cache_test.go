@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"strings"
 	"testing"
 
 	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
@@ -31,23 +32,33 @@ func key(t *testing.T, req *fnv1.RunFunctionRequest) string {
 }
 
 // TestKey: Crossplane calls again with the first call's tag and the
-// required resources it found; the key must tell the two calls apart.
+// required resources it found; the key must tell the two calls apart. A tag
+// that is not a digest is not trusted.
 func TestKey(t *testing.T) {
+	t1, t2 := strings.Repeat("a1", 32), strings.Repeat("b2", 32)
 	none := map[string]*fnv1.Resources{"roles": {}}
 	role, _ := structpb.NewStruct(map[string]any{"kind": "Role"})
 	one := map[string]*fnv1.Resources{"roles": {Items: []*fnv1.Resource{{Resource: role}}}}
 
-	if key(t, request(t, "t1", "a", nil)) == key(t, request(t, "t1", "a", none)) {
+	if key(t, request(t, t1, "a", nil)) == key(t, request(t, t1, "a", none)) {
 		t.Error("one tag, unanswered and answered requirements: same key")
 	}
-	if key(t, request(t, "t1", "a", none)) == key(t, request(t, "t1", "a", one)) {
+	if key(t, request(t, t1, "a", none)) == key(t, request(t, t1, "a", one)) {
 		t.Error("one tag, two answers: same key")
 	}
-	if key(t, request(t, "t1", "a", one)) != key(t, request(t, "t1", "a", one)) {
+	if key(t, request(t, t1, "a", one)) != key(t, request(t, t1, "a", one)) {
 		t.Error("identical requests: different keys")
 	}
-	if key(t, request(t, "t1", "a", nil)) == key(t, request(t, "t2", "a", nil)) {
+	if key(t, request(t, t1, "a", nil)) == key(t, request(t, t2, "a", nil)) {
 		t.Error("two tags: same key")
+	}
+	// The tag stands for the observed state: two XRs under one digest tag
+	// share a key (Crossplane never sends that), under any other tag not.
+	if key(t, request(t, t1, "a", nil)) != key(t, request(t, t1, "b", nil)) {
+		t.Error("one digest tag, two observed states: the tag is not trusted")
+	}
+	if key(t, request(t, "test", "a", nil)) == key(t, request(t, "test", "b", nil)) {
+		t.Error(`one tag "test", two observed states: same key`)
 	}
 	// Without a tag, the whole request is the key.
 	if key(t, request(t, "", "a", nil)) == key(t, request(t, "", "b", nil)) {

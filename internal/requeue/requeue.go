@@ -5,7 +5,7 @@
 // circuit breaker, so the TTL is what moves it on).
 //
 // The pace follows what the claim waits on. Right after a resource was
-// emitted, or changed state, the next call comes soon; the longer the
+// emitted, written, or changed state, the next call comes soon; the longer the
 // unready resources have stayed as they are — a slow provider at work —
 // the longer the wait, up to Longest. A settled claim keeps Settled.
 package requeue
@@ -31,13 +31,20 @@ const (
 	// resource that turns Ready is seen at most half as late again as it
 	// took.
 	Fraction = 2
+	// Unnamed is the TTL of a claim held back with nothing named to pace
+	// by (an upgrade between steps, say).
+	Unnamed = 15 * time.Second
 )
 
 // Waiting is the TTL of a claim that waits on the unready resources named,
 // at now. A name not observed yet has just been emitted. Otherwise the
-// claim has waited since the latest moment any of them was created or
-// changed its Ready or Synced condition.
+// claim has waited since the latest moment any of them was created,
+// written (by Crossplane applying a change, or its provider: the times of
+// its managed fields) or changed its Ready or Synced condition.
 func Waiting(now time.Time, unready []resource.Name, observed map[resource.Name]resource.ObservedComposed) time.Duration {
+	if len(unready) == 0 {
+		return Unnamed
+	}
 	var since time.Time
 	for _, name := range unready {
 		ocd, ok := observed[name]
@@ -56,12 +63,22 @@ func Waiting(now time.Time, unready []resource.Name, observed map[resource.Name]
 	return min(max(now.Sub(since)/Fraction, Shortest), Longest)
 }
 
-// changes are when a resource was created and when its Ready and Synced
-// conditions last changed, as far as it says.
+// changes are when a resource was created, last written by each of its
+// managers and when its Ready and Synced conditions last changed, as far
+// as it says.
 func changes(r *composed.Unstructured) []time.Time {
 	var at []time.Time
 	if t := r.GetCreationTimestamp(); !t.IsZero() {
 		at = append(at, t.Time)
+	}
+	meta, _ := r.Object["metadata"].(map[string]any)
+	managed, _ := meta["managedFields"].([]any)
+	for _, m := range managed {
+		m, _ := m.(map[string]any)
+		raw, _ := m["time"].(string)
+		if t, err := time.Parse(time.RFC3339, raw); err == nil {
+			at = append(at, t)
+		}
 	}
 	status, _ := r.Object["status"].(map[string]any)
 	conditions, _ := status["conditions"].([]any)

@@ -24,6 +24,14 @@ func TestWaiting(t *testing.T) {
 		u.Object["status"].(map[string]any)["conditions"] = cs
 		return resource.ObservedComposed{Resource: u}
 	}
+	managed := func(o resource.ObservedComposed, at ...string) resource.ObservedComposed {
+		var fields []any
+		for _, t := range at {
+			fields = append(fields, map[string]any{"manager": "m", "operation": "Apply", "time": t})
+		}
+		o.Resource.Object["metadata"].(map[string]any)["managedFields"] = fields
+		return o
+	}
 	cond := func(typ, at string) map[string]any {
 		return map[string]any{"type": typ, "status": "False", "lastTransitionTime": at}
 	}
@@ -82,6 +90,19 @@ func TestWaiting(t *testing.T) {
 				"a": obj(ago(time.Hour)), "b": obj(ago(12 * time.Second)),
 			},
 			want: 6 * time.Second,
+		},
+		"WrittenSinceCreated": {
+			reason:  "An old resource the function changed 6s ago (a new access check, an upgrade): its manager's write sets the pace.",
+			unready: []resource.Name{"a"},
+			observed: map[resource.Name]resource.ObservedComposed{
+				"a": managed(obj(ago(time.Hour), cond("Ready", ago(time.Hour))), ago(time.Hour), ago(6*time.Second)),
+			},
+			want: 3 * time.Second,
+		},
+		"NothingNamed": {
+			reason:   "Held back with nothing unready to pace by.",
+			observed: map[resource.Name]resource.ObservedComposed{"a": obj(ago(time.Hour))},
+			want:     Unnamed,
 		},
 		"NoTimestamps": {
 			reason:   "Nothing says when: as if just changed.",
