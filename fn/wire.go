@@ -19,14 +19,14 @@ import (
 //   - Decoding a request: when the request carries Crossplane's meta.tag,
 //     only the fields its cache key is made of are decoded (every field but
 //     those the tag stands for: see cache.Key), not the observed and
-//     desired state, most of its bytes. If the cache holds
-//     the answer to that key, the request is left at those fields and its
-//     answer is put aside for RunFunction; otherwise the request is decoded
-//     whole.
+//     desired state, most of its bytes. If the cache holds the answer to
+//     that key, the request is left at those fields and its answer is put
+//     aside for RunFunction; otherwise the request is decoded whole.
 //   - Encoding a response the cache holds: its encoding, kept with it.
 //
 // A request left partly decoded never reaches compose: RunFunction answers
-// it with the response put aside for it, and nothing else holds it.
+// it with the response put aside for it, or, should that be gone, with an
+// error Crossplane retries.
 type wire struct {
 	f     *Function
 	proto encoding.CodecV2
