@@ -7,9 +7,10 @@
 // claim that waits (internal/requeue), whose answers fn never caches. So a
 // cache keyed by the whole request is exact: see Key.
 //
-// One response is kept per XR, the last one: a settled XR asks the same
+// One response is kept per slot, the last one: a settled XR asks the same
 // question every time, and an XR that changes never asks an old one again
-// for long. At most Max XRs are kept; the least recently served goes first.
+// for long. fn gives each XR two slots, its composed answer and its first
+// call's. At most max slots are kept; the least recently served goes first.
 package cache
 
 import (
@@ -29,29 +30,29 @@ import (
 type Responses struct {
 	max int
 
-	mu    sync.Mutex
-	byXR  map[string]*list.Element
-	byKey map[string]*list.Element
-	byRsp map[*fnv1.RunFunctionResponse]*list.Element
-	lru   *list.List // of *entry, most recently served first
+	mu     sync.Mutex
+	bySlot map[string]*list.Element
+	byKey  map[string]*list.Element
+	byRsp  map[*fnv1.RunFunctionResponse]*list.Element
+	lru    *list.List // of *entry, most recently served first
 }
 
 type entry struct {
-	xr, key string
-	rsp     *fnv1.RunFunctionResponse
+	slot, key string
+	rsp       *fnv1.RunFunctionResponse
 	// wire is rsp's deterministic protobuf encoding, what gRPC sends.
 	wire []byte
 }
 
-// New returns a cache of at most max XRs' responses.
+// New returns a cache of at most max slots' responses.
 func New(max int) *Responses {
-	return &Responses{max: max, lru: list.New(), byXR: map[string]*list.Element{},
+	return &Responses{max: max, lru: list.New(), bySlot: map[string]*list.Element{},
 		byKey: map[string]*list.Element{}, byRsp: map[*fnv1.RunFunctionResponse]*list.Element{}}
 }
 
 // Get returns the response computed for the request of this key (a key
-// identifies a whole request, so its XR too), if it is the last one its XR
-// was answered for. The response is shared: callers must not modify it.
+// identifies a whole request, so its XR too), if it is the last one its
+// slot was answered for. The response is shared: callers must not modify it.
 func (c *Responses) Get(key string) (*fnv1.RunFunctionResponse, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -74,10 +75,10 @@ func (c *Responses) Encoded(rsp *fnv1.RunFunctionResponse) ([]byte, bool) {
 	return el.Value.(*entry).wire, true
 }
 
-// Put remembers the response of the XR's request of this key, in place of
-// whatever the XR was answered before. The response must not be modified
+// Put remembers, in a slot (an XR's, say), the response of the request of
+// this key, in place of whatever the slot held. The response must not be modified
 // afterwards.
-func (c *Responses) Put(xr, key string, rsp *fnv1.RunFunctionResponse) error {
+func (c *Responses) Put(slot, key string, rsp *fnv1.RunFunctionResponse) error {
 	if c.max <= 0 {
 		return nil
 	}
@@ -85,14 +86,14 @@ func (c *Responses) Put(xr, key string, rsp *fnv1.RunFunctionResponse) error {
 	if err != nil {
 		return err
 	}
-	e := &entry{xr: xr, key: key, rsp: rsp, wire: wire}
+	e := &entry{slot: slot, key: key, rsp: rsp, wire: wire}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if el, ok := c.byXR[xr]; ok {
+	if el, ok := c.bySlot[slot]; ok {
 		c.forget(el)
 	}
 	el := c.lru.PushFront(e)
-	c.byXR[xr], c.byKey[key], c.byRsp[rsp] = el, el, el
+	c.bySlot[slot], c.byKey[key], c.byRsp[rsp] = el, el, el
 	for c.lru.Len() > c.max {
 		c.forget(c.lru.Back())
 	}
@@ -105,7 +106,7 @@ func (c *Responses) forget(el *list.Element) {
 	for _, index := range []struct {
 		m   map[string]*list.Element
 		key string
-	}{{c.byXR, e.xr}, {c.byKey, e.key}} {
+	}{{c.bySlot, e.slot}, {c.byKey, e.key}} {
 		if index.m[index.key] == el {
 			delete(index.m, index.key)
 		}
@@ -115,7 +116,7 @@ func (c *Responses) forget(el *list.Element) {
 	}
 }
 
-// Len is how many XRs have a response kept.
+// Len is how many slots have a response kept.
 func (c *Responses) Len() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
