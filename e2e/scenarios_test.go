@@ -18,8 +18,9 @@ import (
 
 // How long Crossplane gets to react to one change. A reconcile takes well under a second on
 // loopback, but Crossplane (v2.4.2 as v2.2.1) soon stops reacting to watch events for this XR
-// (its circuit breaker opens; see the README) and then reconciles on the function's TTL: 15s
-// while a step waits, a minute once everything is Ready. The margin is for a loaded CI machine.
+// (its circuit breaker opens; see the README) and then reconciles on the function's TTL: 2s
+// right after a step's resources changed, up to 30s while they wait, a minute once everything is
+// Ready. The margin is for a loaded CI machine.
 const react = 2 * time.Minute
 
 // How long one round of a step's resources may take to appear: a reaction, and Crossplane's
@@ -559,7 +560,7 @@ func TestProviderErrorOnRole(t *testing.T) {
 // the same. Once every check passes the claim goes on to Ready. Both APIs at once, on a cluster
 // each (the claim on prod-eu, the namespaced XR on prod-us), the seven checks shared between
 // them: each run waits for two of Crossplane's reconciles (the new Pod desired, then observed),
-// 15s apart once the XR's watch circuit breaker is open.
+// a TTL apart once the XR's watch circuit breaker is open.
 func TestAccessCheckFails(t *testing.T) {
 	timed(t)
 	forEachAPIAtOnce(t, func(t *testing.T, a *api) {
@@ -610,7 +611,7 @@ func testAccessCheckFails(t *testing.T, c *karpenter, cluster, region string, fa
 
 	// AWS is fixed for the first check, and the second check now fails. The Pod that failed is
 	// finished: nothing runs it again, so the claim still shows the first failure. Crossplane
-	// reconciles on the function's TTL (15s while waiting): give it a few rounds to compose
+	// reconciles on the function's TTL (2s to 30s while waiting): give it a few rounds to compose
 	// anything it should not.
 	c.report(failedAt(fails[1], cluster, region), accessCheck)
 	time.Sleep(20 * time.Second)

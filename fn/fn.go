@@ -92,6 +92,13 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 	return rsp, nil
 }
 
+func (f *Function) now() time.Time {
+	if f.clock == nil {
+		return time.Now()
+	}
+	return f.clock()
+}
+
 // What kind of answer compose gave, and so how the cache keeps it.
 type answer string
 
@@ -227,11 +234,7 @@ func (f *Function) compose(req *fnv1.RunFunctionRequest) (rsp *fnv1.RunFunctionR
 		// emitted so far is, while later steps are still withheld, or while
 		// a part still runs another version than the claim's.
 		dxr.Ready = resource.ReadyFalse
-		clock := f.clock
-		if clock == nil {
-			clock = time.Now
-		}
-		rsp.GetMeta().Ttl = durationpb.New(requeue.Waiting(clock(), out.Unready, observed))
+		rsp.GetMeta().Ttl = durationpb.New(requeue.Waiting(f.now(), out.Unready, observed))
 		kind = paced
 	}
 	if err := response.SetDesiredCompositeResource(rsp, dxr); err != nil {

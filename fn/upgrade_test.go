@@ -336,7 +336,7 @@ func TestPermissionsLead(t *testing.T) {
 	t.Run("GateOn", func(t *testing.T) {
 		aws := fakeProviders{t: t, account: account}
 		observed := readyAt(t, "1.15.0", off)
-		call2 := func(observed map[resource.Name]map[string]any) *fnv1.RunFunctionResponse {
+		callWith := func(observed map[resource.Name]map[string]any) *fnv1.RunFunctionResponse {
 			rsp := run(t, on(aRequest(t).withSpec("version", "1.15.0")).observing(observed).build())
 			if msg := fatal(rsp); msg != "" {
 				t.Fatalf("fatal: %s", msg)
@@ -344,7 +344,7 @@ func TestPermissionsLead(t *testing.T) {
 			checkNothingDropped(t, observed, rsp)
 			return rsp
 		}
-		call := func() *fnv1.RunFunctionResponse { return call2(observed) }
+		call := func() *fnv1.RunFunctionResponse { return callWith(observed) }
 		rsp := call()
 		if !grants(t, rolePolicy(t, rsp), reboot) {
 			t.Fatalf("the role policy does not get %s first", reboot)
@@ -374,7 +374,7 @@ func TestPermissionsLead(t *testing.T) {
 			map[string]any{"type": "Ready", "status": "True", "reason": "Available"},
 			map[string]any{"type": "Synced", "status": "False", "reason": "ReconcileError", "message": "LimitExceeded: Maximum policy size of 10240 bytes exceeded"},
 		}
-		rsp = call2(withObserved(observed, "controller-role-policy", refused))
+		rsp = callWith(withObserved(observed, "controller-role-policy", refused))
 		if msg := conditionMessage(rsp, "IdentityAndQueueReady"); !strings.Contains(msg, "LimitExceeded: Maximum policy size") {
 			t.Errorf("AWS refuses the new policy: IdentityAndQueueReady %q does not carry its error", msg)
 		}

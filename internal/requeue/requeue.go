@@ -16,6 +16,8 @@ import (
 	xpv1 "github.com/crossplane/crossplane-runtime/v2/apis/common/v1"
 	"github.com/crossplane/function-sdk-go/resource"
 	"github.com/crossplane/function-sdk-go/resource/composed"
+
+	"github.com/do-now/function-karpenter/internal/sequence"
 )
 
 // The bounds of the pace.
@@ -80,16 +82,9 @@ func changes(r *composed.Unstructured) []time.Time {
 			at = append(at, t)
 		}
 	}
-	status, _ := r.Object["status"].(map[string]any)
-	conditions, _ := status["conditions"].([]any)
-	for _, c := range conditions {
-		c, _ := c.(map[string]any)
-		if c["type"] != string(xpv1.TypeReady) && c["type"] != string(xpv1.TypeSynced) {
-			continue
-		}
-		raw, _ := c["lastTransitionTime"].(string)
-		if t, err := time.Parse(time.RFC3339, raw); err == nil {
-			at = append(at, t)
+	for _, t := range []xpv1.ConditionType{xpv1.TypeReady, xpv1.TypeSynced} {
+		if c := sequence.ConditionOf(r, t); !c.LastTransitionTime.IsZero() {
+			at = append(at, c.LastTransitionTime.Time)
 		}
 	}
 	return at

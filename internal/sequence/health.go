@@ -3,11 +3,13 @@ package sequence
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	xpv1 "github.com/crossplane/crossplane-runtime/v2/apis/common/v1"
 	"github.com/crossplane/function-sdk-go/resource"
 	"github.com/crossplane/function-sdk-go/resource/composed"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/do-now/function-karpenter/internal/scope"
 )
@@ -138,7 +140,11 @@ func conditionIn(status map[string]any, t xpv1.ConditionType) xpv1.Condition {
 			continue
 		}
 		str := func(k string) string { s, _ := m[k].(string); return s }
-		return xpv1.Condition{Type: t, Status: corev1.ConditionStatus(str("status")), Reason: xpv1.ConditionReason(str("reason")), Message: str("message")}
+		c := xpv1.Condition{Type: t, Status: corev1.ConditionStatus(str("status")), Reason: xpv1.ConditionReason(str("reason")), Message: str("message")}
+		if at, err := time.Parse(time.RFC3339, str("lastTransitionTime")); err == nil {
+			c.LastTransitionTime = metav1.NewTime(at)
+		}
+		return c
 	}
 	return xpv1.Condition{Type: t, Status: corev1.ConditionUnknown}
 }
