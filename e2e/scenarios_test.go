@@ -216,10 +216,11 @@ func testWalkToReady(t *testing.T, a *api) {
 	}
 	assertNothingLocal(t)
 
-	t.Run("cluster name and region are immutable", func(t *testing.T) {
+	// The region is the platform's: a claim that sets another is refused by the function
+	// (TestBadInput), whether it writes it first or later.
+	t.Run("cluster name is immutable", func(t *testing.T) {
 		for _, f := range []struct{ field, value, message string }{
 			{"name", "prod-us", "spec.cluster.name is immutable"},
-			{"region", "us-east-1", "spec.cluster.region is immutable"},
 		} {
 			u := c.get()
 			_ = unstructured.SetNestedField(u.Object, f.value, "spec", "cluster", f.field)
@@ -899,14 +900,10 @@ func testBadInput(t *testing.T, a *api) {
 			set("", "spec", "cluster", "name"), []string{"spec.cluster.name"}},
 		{"a region must be an AWS region (pattern)",
 			set("EU-WEST-3", "spec", "cluster", "region"), []string{"spec.cluster.region", "should match"}},
-		{"the region is required",
-			unset("spec", "cluster", "region"), []string{"spec.cluster.region", "Required"}},
 		{"the node role ARN needs a 12-digit account (pattern)",
 			set("arn:aws:iam::12345:role/nodes", "spec", "nodeIdentity", "roleArn"), []string{"spec.nodeIdentity.roleArn", "should match"}},
 		{"an instance profile name has no spaces (pattern)",
 			set("bootstrap nodes", "spec", "nodeIdentity", "instanceProfile"), []string{"spec.nodeIdentity.instanceProfile", "should match"}},
-		{"the node identity is required",
-			unset("spec", "nodeIdentity"), []string{"spec.nodeIdentity", "Required"}},
 		{"only known Karpenter versions have a controller policy (enum)",
 			set("0.37.0", "spec", "version"), []string{"spec.version", "Unsupported value"}},
 		{"architectures are arm64 or amd64 (enum)",
@@ -972,8 +969,14 @@ func testBadInput(t *testing.T, a *api) {
 	refusals := []refusal{
 		{"al2023@latest passes the schema but the platform has not allowed it", "team-a",
 			set("al2023@latest", "spec", "pools", "private", "amiAlias"), "Invalid", "spec.pools.private.amiAlias"},
-		{"a region outside the node role's partition", "team-a",
-			set("arn:aws-cn:iam::111122223333:role/prod-eu-bootstrap-nodes", "spec", "nodeIdentity", "roleArn"), "Invalid", "spec.cluster.region"},
+		// The platform's facts of the cluster (tenancy.clusters[]): a tenant may repeat them, never
+		// choose them, and learns them only when the cluster is given to its namespace.
+		{"a node role of the tenant's choosing, in the cluster's account", "team-a",
+			set("arn:aws:iam::111122223333:role/OrganizationAccountAccessRole", "spec", "nodeIdentity", "roleArn"), "Refused",
+			`spec.nodeIdentity.roleArn: Forbidden: the platform decides it for cluster "prod-eu" (arn:aws:iam::111122223333:role/prod-eu-bootstrap-nodes)`},
+		{"a region of the tenant's choosing", "team-a",
+			set("us-east-1", "spec", "cluster", "region"), "Refused",
+			`spec.cluster.region: Forbidden: the platform decides it for cluster "prod-eu" (eu-west-3)`},
 		{"another tenant's cluster", "team-b",
 			func(*unstructured.Unstructured) {}, "Refused", `claims from namespace "team-b" may not target cluster "prod-eu"`},
 		{"a cluster the platform has not declared", "team-a",

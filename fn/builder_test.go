@@ -52,7 +52,8 @@ func aRequest(t testing.TB) *requestBuilder {
 			"tags":       map[string]any{"cost-center": "platform"},
 			"nodes":      map[string]any{"publicSecurityGroupSuffix": "-public-nodes"},
 			"tenancy": map[string]any{"clusters": []any{
-				map[string]any{"name": clusterName, "account": account, "namespaces": []any{"team-a"}},
+				map[string]any{"name": clusterName, "account": account, "namespaces": []any{"team-a"}, "region": region,
+					"nodeIdentity": map[string]any{"roleArn": nodeRoleARN, "instanceProfile": "prod-eu-bootstrap-nodes"}},
 			}},
 		},
 		observed: map[string]map[string]any{},

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -17,6 +19,8 @@ func TestTenancy(t *testing.T) {
 		req    *requestBuilder
 		// want is the field path the Fatal result names; empty when allowed.
 		want string
+		// hidden are what the refusal must not tell.
+		hidden []string
 	}{
 		"Allowed": {
 			reason: "team-a is declared for prod-eu.",
@@ -55,16 +59,105 @@ func TestTenancy(t *testing.T) {
 			req:    aNamespacedRequest(t).withXRNamespace("team-b").withSpec("claimRef", map[string]any{"name": "karpenter", "namespace": "team-a"}),
 			want:   "spec.cluster.name: Forbidden: claims from namespace \"team-b\" may not target cluster \"prod-eu\"",
 		},
+		"PlatformFactsRepeated": {
+			reason: "A claim may repeat the region and node identity the platform declares for its cluster.",
+			req:    aRequest(t),
+		},
+		"PlatformFactsLeftUnset": {
+			reason: "A claim that leaves them unset gets the platform's.",
+			req:    aRequest(t).withSpec("cluster.region", nil).withSpec("nodeIdentity", nil),
+		},
+		"ForeignNodeRole": {
+			reason: "A tenant choosing the role Karpenter passes to EC2 would run every node it launches as that role.",
+			req:    aRequest(t).withSpec("nodeIdentity.roleArn", "arn:aws:iam::111122223333:role/OrganizationAccountAccessRole"),
+			want:   `spec.nodeIdentity.roleArn: Forbidden: the platform decides it for cluster "prod-eu" (` + nodeRoleARN + `): leave it unset or repeat it`,
+		},
 		"NodeRoleOfAnotherAccount": {
-			reason: "A node role from another account would let the controller pass a foreign role to EC2.",
+			reason: "A node role of another account is just as foreign.",
 			req:    aRequest(t).withSpec("nodeIdentity.roleArn", "arn:aws:iam::999988887777:role/prod-eu-bootstrap-nodes"),
-			want:   "spec.nodeIdentity.roleArn: Forbidden: the node role is in account 999988887777",
+			want:   `spec.nodeIdentity.roleArn: Forbidden: the platform decides it for cluster "prod-eu"`,
+		},
+		"ForeignInstanceProfile": {
+			reason: "The instance profile carries a role too: the nodes would run as whatever it holds.",
+			req:    aRequest(t).withSpec("nodeIdentity.instanceProfile", "admin"),
+			want:   `spec.nodeIdentity.instanceProfile: Forbidden: the platform decides it for cluster "prod-eu" (prod-eu-bootstrap-nodes)`,
+		},
+		"ForeignRegion": {
+			reason: "A region of the tenant's choosing would put the queue, rules and association where another cluster of that name may live.",
+			req:    aRequest(t).withSpec("cluster.region", "us-east-1"),
+			want:   `spec.cluster.region: Forbidden: the platform decides it for cluster "prod-eu" (eu-west-3): leave it unset or repeat it`,
+		},
+		"NonMemberLearnsNothing": {
+			reason: "A namespace the cluster is not given to is refused without learning the platform's facts about it.",
+			req:    aRequest(t).withSpec("claimRef.namespace", "team-b").withSpec("cluster.region", "us-east-1"),
+			want:   `spec.cluster.region: Forbidden: the platform decides it for cluster "prod-eu": leave it unset`,
+			hidden: []string{"eu-west-3", nodeRoleARN},
 		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			checkDecision(t, tc.reason, tc.want, run(t, tc.req.build()))
+			rsp := run(t, tc.req.build())
+			checkDecision(t, tc.reason, tc.want, rsp)
+			for _, h := range tc.hidden {
+				if msg := fatal(rsp); strings.Contains(msg, h) {
+					t.Errorf("%s\nthe refusal %q tells a non-member %q", tc.reason, msg, h)
+				}
+			}
 		})
+	}
+}
+
+// TestPlatformDecidesTheIdentity walks a claim that names only its cluster
+// to Ready: every regional resource is in the region, and the controller
+// may pass only the node role, the platform declares for the cluster.
+func TestPlatformDecidesTheIdentity(t *testing.T) {
+	objs := readyDesired(t, fakeProviders{t: t, account: account}, aRequest(t).withSpec("cluster.region", nil).withSpec("nodeIdentity", nil))
+	regional := 0
+	for n, o := range objs {
+		fp, _ := o["spec"].(map[string]any)["forProvider"].(map[string]any)
+		if r, ok := fp["region"]; ok {
+			regional++
+			if r != region {
+				t.Errorf("%s is in %v, want the platform's %s", n, r, region)
+			}
+		}
+	}
+	if regional < 12 {
+		t.Errorf("only %d regional resources composed; the walk did not reach Ready", regional)
+	}
+	var policy struct {
+		Statement []struct {
+			Action    any
+			Resource  any
+			Condition map[string]map[string]any
+		}
+	}
+	doc := objs["controller-role-policy"]["spec"].(map[string]any)["forProvider"].(map[string]any)["policy"].(string)
+	if err := json.Unmarshal([]byte(doc), &policy); err != nil {
+		t.Fatal(err)
+	}
+	// IAM takes a string or a list of strings for both.
+	strs := func(v any) []string {
+		if s, ok := v.(string); ok {
+			return []string{s}
+		}
+		var out []string
+		for _, e := range v.([]any) {
+			out = append(out, e.(string))
+		}
+		return out
+	}
+	passes := 0
+	for _, st := range policy.Statement {
+		if slices.Contains(strs(st.Action), "iam:PassRole") {
+			passes++
+			if r := strs(st.Resource); !slices.Equal(r, []string{nodeRoleARN}) {
+				t.Errorf("the controller may pass %v, want only the platform's node role %s", st.Resource, nodeRoleARN)
+			}
+		}
+	}
+	if passes != 1 {
+		t.Errorf("want one iam:PassRole statement, got %d", passes)
 	}
 }
 
@@ -94,10 +187,8 @@ func checkDecision(t *testing.T, reason, want string, rsp *fnv1.RunFunctionRespo
 func TestIdentityIsImmutable(t *testing.T) {
 	aws := fakeProviders{t: t, account: account}
 	observed := aws.observe(run(t, aRequest(t).build()), true)
-	tenancy := []any{
-		map[string]any{"name": "prod-eu", "account": account, "namespaces": []any{"team-a"}},
-		map[string]any{"name": "prod-eu2", "account": account, "namespaces": []any{"team-a"}},
-	}
+	eu2 := declared("prod-eu2", account, region, "team-a")
+	tenancy := []any{declared(clusterName, account, region, "team-a"), eu2}
 	cases := map[string]struct {
 		reason string
 		req    *requestBuilder
@@ -105,18 +196,19 @@ func TestIdentityIsImmutable(t *testing.T) {
 	}{
 		"ClusterRenamed": {
 			reason: "Renaming the cluster would orphan the role and the queue.",
-			req:    aRequest(t).withSpec("cluster.name", "prod-eu2"),
+			req:    aRequest(t).withSpec("cluster.name", "prod-eu2").withInput("tenancy.clusters", tenancy),
 			want:   "spec.cluster.name: Forbidden: is immutable: the controller role \"prod-eu-karpenter\" exists",
 		},
-		"RegionChanged": {
-			reason: "Moving region would recreate the queue and rules elsewhere.",
-			req:    aRequest(t).withSpec("cluster.region", "eu-west-1"),
-			want:   "spec.cluster.region: Forbidden: is immutable: the interruption queue exists in eu-west-3",
+		"RegionChangedByThePlatform": {
+			reason: "A platform that moves the cluster's region would recreate the queue and rules elsewhere.",
+			req: aRequest(t).withSpec("cluster.region", nil).withInput("tenancy.clusters",
+				[]any{declared(clusterName, account, "eu-west-1", "team-a"), eu2}),
+			want: "spec.cluster.region: Forbidden: is immutable: the interruption queue exists in eu-west-3",
 		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			req := tc.req.withInput("tenancy.clusters", tenancy).observing(observed).build()
+			req := tc.req.observing(observed).build()
 			rsp := run(t, req)
 			got := fatal(rsp)
 			if !strings.Contains(got, tc.want) {
@@ -263,39 +355,38 @@ func TestOneKarpenterPerCluster(t *testing.T) {
 // the Kustomizations built from the source its own Flux has.
 func TestClustersShareOneControlPlane(t *testing.T) {
 	aws := fakeProviders{t: t, account: account}
-	tenancy := []any{
-		map[string]any{"name": "prod-eu", "account": account, "namespaces": []any{"team-a"}},
-		map[string]any{
-			"name": "prod-us", "account": account, "namespaces": []any{"team-b"},
-			"kubernetesProviderConfig": "eks-prod-us",
-			"flux":                     map[string]any{"sourceRef": map[string]any{"kind": "OCIRepository", "name": "platform-us"}},
-		},
-	}
-	walk := func(b *requestBuilder) map[string]map[string]any {
-		b.withInput("tenancy.clusters", tenancy)
-		var observed map[resource.Name]map[string]any
-		for range 10 {
-			rsp := run(t, b.observing(observed).build())
-			if msg := fatal(rsp); msg != "" {
-				t.Fatalf("refused: %s", msg)
+	usDeclared := declared("prod-us", otherAccount, "us-east-1", "team-b")
+	usDeclared["kubernetesProviderConfig"] = "eks-prod-us"
+	usDeclared["awsProviderConfig"] = "aws-prod-us"
+	usDeclared["flux"] = map[string]any{"sourceRef": map[string]any{"kind": "OCIRepository", "name": "platform-us"}}
+	tenancy := []any{declared(clusterName, account, region, "team-a"), usDeclared}
+	eu := readyDesired(t, aws, aRequest(t).withInput("tenancy.clusters", tenancy))
+	us := readyDesired(t, fakeProviders{t: t, account: otherAccount}, aRequest(t).withInput("tenancy.clusters", tenancy).
+		withSpec("claimRef.namespace", "team-b").withSpec("cluster", map[string]any{"name": "prod-us"}).withSpec("nodeIdentity", nil))
+
+	// Each cluster's AWS resources go through its account's provider config.
+	for _, tc := range []struct {
+		objs           map[string]map[string]any
+		providerConfig string
+	}{{eu, "default"}, {us, "aws-prod-us"}} {
+		aws := 0
+		for n, o := range tc.objs {
+			if !strings.Contains(o["apiVersion"].(string), ".aws.upbound.io/") {
+				continue
 			}
-			if rsp.GetDesired().GetComposite().GetReady() != fnv1.Ready_READY_FALSE {
-				out := map[string]map[string]any{}
-				for n, r := range rsp.GetDesired().GetResources() {
-					out[n] = r.GetResource().AsMap()
-				}
-				return out
+			aws++
+			if got := o["spec"].(map[string]any)["providerConfigRef"]; !cmp.Equal(got, map[string]any{"name": tc.providerConfig}) {
+				t.Errorf("%s goes through %v, want the account's ProviderConfig %s", n, got, tc.providerConfig)
 			}
-			observed = aws.observe(rsp, true)
 		}
-		t.Fatal("not Ready after 10 calls")
-		return nil
+		if aws < 12 {
+			t.Errorf("only %d AWS resources composed through %s", aws, tc.providerConfig)
+		}
 	}
-	eu := walk(aRequest(t))
-	us := walk(aRequest(t).
-		withSpec("claimRef.namespace", "team-b").
-		withSpec("cluster.name", "prod-us").withSpec("cluster.region", "us-east-1").
-		withSpec("nodeIdentity.roleArn", "arn:aws:iam::111122223333:role/prod-us-nodes"))
+	usPolicy := us["controller-role-policy"]["spec"].(map[string]any)["forProvider"].(map[string]any)["policy"].(string)
+	if !strings.Contains(usPolicy, "arn:aws:iam::"+otherAccount+":role/prod-us-bootstrap-nodes") || strings.Contains(usPolicy, account) {
+		t.Errorf("prod-us's controller policy must name its own account's node role and nothing of %s: %s", account, usPolicy)
+	}
 
 	// What names a resource where it lives: the external name of an AWS
 	// resource, the queue's name, what an Object applies and where.
@@ -379,4 +470,40 @@ func TestRefusalWarnsOnce(t *testing.T) {
 	if c := conditionsOf(rsp)["Accepted"]; c != (cond{fnv1.Status_STATUS_CONDITION_FALSE, "Refused"}) {
 		t.Errorf("Accepted %v, want it kept False/Refused", c)
 	}
+}
+
+// otherAccount is the account of the tests' second cluster.
+const otherAccount = "444455556666"
+
+// declared is a cluster as the platform's tenancy declares it: its account,
+// region, bootstrap node role and instance profile (<name>-bootstrap-nodes),
+// and the namespaces that may claim it.
+func declared(name, account, region string, namespaces ...any) map[string]any {
+	return map[string]any{
+		"name": name, "account": account, "region": region, "namespaces": namespaces,
+		"nodeIdentity": map[string]any{"roleArn": "arn:aws:iam::" + account + ":role/" + name + "-bootstrap-nodes", "instanceProfile": name + "-bootstrap-nodes"},
+	}
+}
+
+// readyDesired answers b's calls with the fake providers until the function
+// says the XR is Ready, and returns what it desires then.
+func readyDesired(t *testing.T, aws fakeProviders, b *requestBuilder) map[string]map[string]any {
+	t.Helper()
+	var observed map[resource.Name]map[string]any
+	for range 10 {
+		rsp := run(t, b.observing(observed).build())
+		if msg := fatal(rsp); msg != "" {
+			t.Fatalf("refused: %s", msg)
+		}
+		if rsp.GetDesired().GetComposite().GetReady() != fnv1.Ready_READY_FALSE {
+			out := map[string]map[string]any{}
+			for n, r := range rsp.GetDesired().GetResources() {
+				out[n] = r.GetResource().AsMap()
+			}
+			return out
+		}
+		observed = aws.observe(rsp, true)
+	}
+	t.Fatal("not Ready after 10 calls")
+	return nil
 }

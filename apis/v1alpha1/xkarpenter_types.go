@@ -20,34 +20,40 @@ type Cluster struct {
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.cluster.name is immutable: changing it would orphan the role and the queue"
 	Name string `json:"name"`
 
-	// Region of the EKS cluster, for example eu-west-3.
+	// Region of the EKS cluster, for example eu-west-3. The platform
+	// declares it; unset, the claim takes the platform's, and any other
+	// value is refused.
 	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:Pattern=`^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-[0-9]+$`
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.cluster.region is immutable: changing it would recreate the queue and rules"
-	Region string `json:"region"`
+	// +optional
+	Region string `json:"region,omitempty"`
 }
 
 // NodeIdentity is the existing IAM identity Karpenter's nodes run as: the role
 // and instance profile of the cluster's bootstrap nodes. No node role is
-// created; Karpenter only passes this one to EC2.
+// created; Karpenter only passes this one to EC2. The platform declares it
+// per cluster: a claim may repeat it, and any other value is refused.
 type NodeIdentity struct {
-	// RoleARN of the existing node role. Its partition and account decide the
-	// partition and account of every ARN the function builds.
+	// RoleARN of the existing node role.
+	// +optional
 	// +kubebuilder:validation:MaxLength=2048
 	// +kubebuilder:validation:Pattern=`^arn:aws(-cn|-us-gov)?:iam::[0-9]{12}:role/([A-Za-z0-9+=,.@_-]+/)*[A-Za-z0-9+=,.@_-]{1,64}$`
-	RoleARN string `json:"roleArn"`
+	RoleARN string `json:"roleArn,omitempty"`
 
 	// InstanceProfile is the name of the node role's existing instance profile.
+	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=128
 	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9+=,.@_-]+$`
-	InstanceProfile string `json:"instanceProfile"`
+	InstanceProfile string `json:"instanceProfile,omitempty"`
 }
 
 // XKarpenterSpec is what a tenant may set.
 type XKarpenterSpec struct {
-	Cluster      Cluster      `json:"cluster"`
-	NodeIdentity NodeIdentity `json:"nodeIdentity"`
+	Cluster Cluster `json:"cluster"`
+	// +optional
+	NodeIdentity NodeIdentity `json:"nodeIdentity,omitempty"`
 
 	// Version of Karpenter to install. It selects the controller IAM policy
 	// and the chart version; unset, the platform's default. Changing it

@@ -19,7 +19,7 @@ func externalName(name string) metav1.ObjectMeta {
 }
 
 func resourceSpec(c *spec.Config) xpv1.ResourceSpec {
-	return xpv1.ResourceSpec{ProviderConfigReference: &xpv1.Reference{Name: c.Input.ProviderConfigName}}
+	return xpv1.ResourceSpec{ProviderConfigReference: &xpv1.Reference{Name: c.AWSProviderConfig()}}
 }
 
 // tags are the platform's tags plus the cluster tag, which the platform

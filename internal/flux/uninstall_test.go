@@ -79,7 +79,8 @@ func TestUninstallOutwaitsTheGracePeriod(t *testing.T) {
 func load(t *testing.T, grace, fluxTimeout string, perCluster bool) *spec.Config {
 	t.Helper()
 	pools := map[string]any{"defaults": map[string]any{"terminationGracePeriod": grace}}
-	cluster := map[string]any{"name": "prod-eu", "account": "111122223333"}
+	cluster := map[string]any{"name": "prod-eu", "account": "111122223333", "region": "eu-west-3",
+		"nodeIdentity": map[string]any{"roleArn": "arn:aws:iam::111122223333:role/nodes", "instanceProfile": "nodes"}}
 	in := map[string]any{"flux": map[string]any{"timeout": fluxTimeout}, "tenancy": map[string]any{"clusters": []any{cluster}}}
 	if perCluster {
 		cluster["pools"] = pools

@@ -45,7 +45,8 @@ func TestNamespacedKindsKeepEveryField(t *testing.T) {
 		"tags":                   map[string]any{"cost-center": "platform"},
 		"permissionsBoundaryArn": "arn:aws:iam::111122223333:policy/socle-boundary",
 		"tenancy": map[string]any{"clusters": []any{
-			map[string]any{"name": "prod-eu", "account": "111122223333", "namespaces": []any{"team-a"}},
+			map[string]any{"name": "prod-eu", "account": "111122223333", "namespaces": []any{"team-a"}, "region": "eu-west-3",
+				"nodeIdentity": map[string]any{"roleArn": "arn:aws:iam::111122223333:role/nodes", "instanceProfile": "nodes"}},
 		}},
 	})
 	if err != nil {

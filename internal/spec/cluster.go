@@ -1,6 +1,7 @@
 package spec
 
 import (
+	"fmt"
 	"maps"
 	"regexp"
 	"slices"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/do-now/function-karpenter/apis/input/v1beta1"
+	"github.com/do-now/function-karpenter/internal/naming"
 )
 
 // Defaults of the cluster half of the input.
@@ -378,20 +380,34 @@ func validateTenancy(t *v1beta1.Tenancy) field.ErrorList {
 	}
 	var errs field.ErrorList
 	p := field.NewPath("input", "tenancy", "clusters")
-	seen := map[string]bool{}
+	// By name in Kubernetes form: the cluster's label, its lock and its
+	// provider-kubernetes ProviderConfig are named so, and IAM names are
+	// case-insensitive, so two names alike in that form are one cluster.
+	seen := map[string]int{}
 	for i, cl := range t.Clusters {
 		if !validClusterName(cl.Name) {
 			errs = append(errs, field.Invalid(p.Index(i).Child("name"), cl.Name, "must be an EKS cluster name"))
 		}
-		if seen[cl.Name] {
-			errs = append(errs, field.Duplicate(p.Index(i).Child("name"), cl.Name))
+		if j, ok := seen[KubernetesName(cl.Name)]; ok {
+			if t.Clusters[j].Name == cl.Name {
+				errs = append(errs, field.Duplicate(p.Index(i).Child("name"), cl.Name))
+			} else {
+				errs = append(errs, field.Invalid(p.Index(i).Child("name"), cl.Name, fmt.Sprintf(
+					"collides with %q (%s): both are %q once lower-cased with '_' as '-', the form their labels, provider config and case-insensitive IAM names take",
+					t.Clusters[j].Name, p.Index(j).Child("name"), KubernetesName(cl.Name))))
+			}
+		} else {
+			seen[KubernetesName(cl.Name)] = i
 		}
-		seen[cl.Name] = true
 		if !accountID.MatchString(cl.Account) {
 			errs = append(errs, field.Invalid(p.Index(i).Child("account"), cl.Account, "must be a 12-digit AWS account ID"))
 		}
+		errs = append(errs, validateFacts(p.Index(i), cl)...)
 		for j, ns := range cl.Namespaces {
 			errs = append(errs, dnsLabel(p.Index(i).Child("namespaces").Index(j), ns)...)
+		}
+		if cl.AWSProviderConfig != "" {
+			errs = append(errs, dnsSubdomain(p.Index(i).Child("awsProviderConfig"), cl.AWSProviderConfig)...)
 		}
 		if cl.KubernetesProviderConfig != "" {
 			errs = append(errs, dnsSubdomain(p.Index(i).Child("kubernetesProviderConfig"), cl.KubernetesProviderConfig)...)
@@ -401,4 +417,46 @@ func validateTenancy(t *v1beta1.Tenancy) field.ErrorList {
 		}
 	}
 	return errs
+}
+
+// validateFacts checks what the platform declares of one cluster's AWS side:
+// its region, and a node role in its account and the region's partition.
+func validateFacts(p *field.Path, cl v1beta1.TenantCluster) field.ErrorList {
+	var errs field.ErrorList
+	r := p.Child("region")
+	switch {
+	case cl.Region == "":
+		errs = append(errs, field.Required(r, "the cluster's AWS region, such as eu-west-3"))
+	case !regionName.MatchString(cl.Region):
+		errs = append(errs, field.Invalid(r, cl.Region, "must be an AWS region such as eu-west-3"))
+	}
+	id := p.Child("nodeIdentity")
+	role, err := naming.ParseRoleARN(cl.NodeIdentity.RoleARN)
+	switch {
+	case cl.NodeIdentity.RoleARN == "":
+		errs = append(errs, field.Required(id.Child("roleArn"), "the ARN of the role the cluster's bootstrap nodes run as"))
+	case err != nil:
+		errs = append(errs, field.Invalid(id.Child("roleArn"), cl.NodeIdentity.RoleARN, err.Error()))
+	case role.Account != cl.Account:
+		errs = append(errs, field.Invalid(id.Child("roleArn"), cl.NodeIdentity.RoleARN, fmt.Sprintf("is in account %s, the cluster in %s", role.Account, cl.Account)))
+	case regionName.MatchString(cl.Region) && regionPartition(cl.Region) != role.Partition:
+		errs = append(errs, field.Invalid(r, cl.Region, fmt.Sprintf("is not a region of partition %q of nodeIdentity.roleArn", role.Partition)))
+	}
+	switch ip := cl.NodeIdentity.InstanceProfile; {
+	case ip == "":
+		errs = append(errs, field.Required(id.Child("instanceProfile"), "the name of the node role's instance profile"))
+	case !validInstanceProfile(ip):
+		errs = append(errs, field.Invalid(id.Child("instanceProfile"), ip, instanceProfileRule))
+	}
+	return errs
+}
+
+// AWSProviderConfig is the provider-aws (Cluster)ProviderConfig of the
+// claimed cluster's account: the tenancy's for it, else the platform-wide
+// one.
+func (c *Config) AWSProviderConfig() string {
+	if cl, _ := c.Tenant(); cl.AWSProviderConfig != "" {
+		return cl.AWSProviderConfig
+	}
+	return c.Input.ProviderConfigName
 }

@@ -143,7 +143,9 @@ func validatePool(p *field.Path, pool v1alpha1.Pool, c *Config) field.ErrorList 
 			errs = append(errs, validateSubset(p.Child("zones"), pool.Zones, nil, bounds.Allowed.Zones, nil)...)
 		} else {
 			errs = append(errs, validateSet(p.Child("zones"), pool.Zones, func(i int, v string) *field.Error {
-				if !zoneOf(v, c.Spec.Cluster.Region) {
+				// No region: the cluster is not declared, and the
+				// claim is refused for it.
+				if r := c.Spec.Cluster.Region; r != "" && !zoneOf(v, r) {
 					return field.Invalid(p.Child("zones").Index(i), v, fmt.Sprintf("is not a zone of the cluster's region %s", c.Spec.Cluster.Region))
 				}
 				return nil

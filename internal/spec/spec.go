@@ -73,13 +73,39 @@ type Config struct {
 	// input.pools with the cluster's override applied, every field set.
 	Pools v1beta1.Pools
 
-	// NodeRole is the parsed spec.nodeIdentity.roleArn.
+	// Requested is what the claim itself wrote of the facts the platform
+	// declares per cluster, before the platform's values filled what it
+	// left unset: tenancy.Check refuses any that differ.
+	Requested Requested
+
+	// NodeRole is the parsed node role: the platform's for the cluster.
 	NodeRole naming.RoleARN
 	// Account is where every ARN is built: the node role's partition and
 	// account, the cluster's region.
 	Account naming.Account
 	// Names are the AWS names of the cluster's resources.
 	Names naming.Names
+}
+
+// Requested is what a claim wrote of its cluster's region and node
+// identity; empty where it wrote nothing.
+type Requested struct {
+	Region       string
+	NodeIdentity v1alpha1.NodeIdentity
+}
+
+// platformFacts keeps what the claim wrote of the facts the platform
+// declares for its cluster, and sets the spec to the platform's: the region,
+// the node role and its instance profile. A cluster the tenancy does not
+// declare keeps the claim's values, for tenancy.Check to refuse.
+func platformFacts(c *Config) {
+	c.Requested = Requested{Region: c.Spec.Cluster.Region, NodeIdentity: c.Spec.NodeIdentity}
+	cl, ok := c.Tenant()
+	if !ok {
+		return
+	}
+	c.Spec.Cluster.Region = cl.Region
+	c.Spec.NodeIdentity = v1alpha1.NodeIdentity{RoleARN: cl.NodeIdentity.RoleARN, InstanceProfile: cl.NodeIdentity.InstanceProfile}
 }
 
 // validClusterName tells whether s can name an EKS cluster: 1-100 letters,
@@ -103,6 +129,7 @@ func Load(owner Owner, xrSpec map[string]any, in *structpb.Struct) (*Config, fie
 	if len(errs) > 0 {
 		return nil, errs
 	}
+	platformFacts(c)
 	errs = append(errs, validatePoolPolicy(c)...)
 	errs = append(errs, validateVersionsInput(&c.Input.Versions)...)
 	errs = append(errs, validateGates(c.Input.Controller.AWSFeatureGates)...)
@@ -232,37 +259,32 @@ func validateSpec(c *Config) field.ErrorList {
 		errs = append(errs, field.Invalid(name, s.Cluster.Name, "must be an EKS cluster name: 1-100 letters, digits, '-' and '_', starting with a letter or digit"))
 	}
 
-	r := p.Child("cluster", "region")
-	switch {
-	case s.Cluster.Region == "":
-		errs = append(errs, field.Required(r, "the cluster's AWS region"))
-	case !regionName.MatchString(s.Cluster.Region):
-		errs = append(errs, field.Invalid(r, s.Cluster.Region, "must be an AWS region such as eu-west-3"))
+	// The region and the node identity are the platform's (platformFacts),
+	// checked where the tenancy declares them; what the claim wrote of
+	// them is checked here for its form, and by tenancy.Check against
+	// the platform's.
+	r, req := p.Child("cluster", "region"), c.Requested
+	if req.Region != "" && !regionName.MatchString(req.Region) {
+		errs = append(errs, field.Invalid(r, req.Region, "must be an AWS region such as eu-west-3"))
 	}
-
-	arn := p.Child("nodeIdentity", "roleArn")
-	if s.NodeIdentity.RoleARN == "" {
-		errs = append(errs, field.Required(arn, "the existing node role's ARN"))
-	} else if role, err := naming.ParseRoleARN(s.NodeIdentity.RoleARN); err != nil {
-		errs = append(errs, field.Invalid(arn, s.NodeIdentity.RoleARN, err.Error()))
-	} else {
+	if a := req.NodeIdentity.RoleARN; a != "" {
+		if _, err := naming.ParseRoleARN(a); err != nil {
+			errs = append(errs, field.Invalid(p.Child("nodeIdentity", "roleArn"), a, err.Error()))
+		}
+	}
+	if ip := req.NodeIdentity.InstanceProfile; ip != "" && !validInstanceProfile(ip) {
+		errs = append(errs, field.Invalid(p.Child("nodeIdentity", "instanceProfile"), ip, instanceProfileRule))
+	}
+	if role, err := naming.ParseRoleARN(s.NodeIdentity.RoleARN); err == nil {
 		c.NodeRole = role
 		c.Account = naming.Account{Partition: role.Partition, ID: role.Account, Region: s.Cluster.Region}
 	}
-	if regionName.MatchString(s.Cluster.Region) && c.NodeRole.Partition != "" && regionPartition(s.Cluster.Region) != c.NodeRole.Partition {
-		errs = append(errs, field.Invalid(r, s.Cluster.Region, fmt.Sprintf("is not a region of partition %q of spec.nodeIdentity.roleArn", c.NodeRole.Partition)))
-	}
-
-	ip := p.Child("nodeIdentity", "instanceProfile")
-	switch {
-	case s.NodeIdentity.InstanceProfile == "":
-		errs = append(errs, field.Required(ip, "the existing node instance profile's name"))
-	case len(s.NodeIdentity.InstanceProfile) > 128 || !iamName.MatchString(s.NodeIdentity.InstanceProfile):
-		errs = append(errs, field.Invalid(ip, s.NodeIdentity.InstanceProfile, "must be an IAM instance profile name: up to 128 letters, digits and +=,.@_-"))
-	}
-
 	return append(errs, validateVersion(c)...)
 }
+
+const instanceProfileRule = "must be an IAM instance profile name: up to 128 letters, digits and +=,.@_-"
+
+func validInstanceProfile(s string) bool { return len(s) <= 128 && iamName.MatchString(s) }
 
 // regionPartition is the partition a region belongs to. Regions of the
 // partitions no role ARN can name (ISO) map to a partition of their own.

@@ -45,13 +45,46 @@ func xr(changes ...change) map[string]any {
 	return s
 }
 
-// input returns a function input with the given fields.
+// input returns a function input with the given fields. A tenancy cluster
+// that has no region key is given the facts the platform declares of it
+// (declare), so cases write only what they test.
 func input(fields map[string]any) *structpb.Struct {
+	if t, ok := fields["tenancy"].(map[string]any); ok {
+		for _, cl := range t["clusters"].([]any) {
+			if m := cl.(map[string]any); m["region"] == nil {
+				declare(m)
+			}
+		}
+	}
 	s, err := structpb.NewStruct(fields)
 	if err != nil {
 		panic(err)
 	}
 	return s
+}
+
+// declare sets a tenancy cluster's region and node identity: prod-eu's
+// are the tests' XR's, any other cluster is in us-east-1 with a node role of
+// its name, both in the cluster's account.
+func declare(cl map[string]any) {
+	name, _ := cl["name"].(string)
+	acct, _ := cl["account"].(string)
+	cl["region"] = "us-east-1"
+	if name == "prod-eu" {
+		cl["region"] = "eu-west-3"
+	}
+	cl["nodeIdentity"] = map[string]any{"roleArn": "arn:aws:iam::" + acct + ":role/" + name + "-node", "instanceProfile": name + "-node"}
+}
+
+// prodEUDeclared is prod-eu as the tenancy declares it, in account
+// 111122223333, with the given changes.
+func prodEUDeclared(changes ...change) map[string]any {
+	cl := map[string]any{"name": "prod-eu", "account": "111122223333"}
+	declare(cl)
+	for _, c := range changes {
+		set(cl, c.path, c.value)
+	}
+	return cl
 }
 
 type change struct {
@@ -119,14 +152,9 @@ func TestLoadInvalid(t *testing.T) {
 		want   []errorID
 	}{
 		"EmptySpec": {
-			reason: "Every tenant field but the version is required, and each missing one is reported.",
+			reason: "The cluster's name is the one tenant field required: its region and node identity are the platform's.",
 			spec:   map[string]any{},
-			want: []errorID{
-				required("spec.cluster.name"),
-				required("spec.cluster.region"),
-				required("spec.nodeIdentity.instanceProfile"),
-				required("spec.nodeIdentity.roleArn"),
-			},
+			want:   []errorID{required("spec.cluster.name")},
 		},
 		"SpecNotDecodable": {
 			reason: "A spec whose fields have the wrong JSON types cannot be read at all.",
@@ -169,9 +197,10 @@ func TestLoadInvalid(t *testing.T) {
 			want:   []errorID{invalid("spec.cluster.name")},
 		},
 		"MissingRegion": {
-			reason: "The region is required: the queue, rules and ARNs are regional.",
-			spec:   xr(with("cluster.region", nil)),
-			want:   []errorID{required("spec.cluster.region")},
+			reason: "The platform declares each cluster's region: the queue, rules and ARNs are regional.",
+			spec:   xr(),
+			input:  input(map[string]any{"tenancy": map[string]any{"clusters": []any{prodEUDeclared(with("region", ""))}}}),
+			want:   []errorID{required("input.tenancy.clusters[0].region")},
 		},
 		"RegionUppercase": {
 			reason: "AWS region names are lowercase.",
@@ -185,28 +214,33 @@ func TestLoadInvalid(t *testing.T) {
 		},
 		"ChinaRoleEuropeanRegion": {
 			reason: "A node role in aws-cn cannot serve a cluster in eu-west-3: every ARN would be in the wrong partition.",
-			spec:   xr(with("nodeIdentity.roleArn", "arn:aws-cn:iam::123456789012:role/prod-eu-node")),
-			want:   []errorID{invalid("spec.cluster.region")},
+			spec:   xr(),
+			input:  input(map[string]any{"tenancy": map[string]any{"clusters": []any{prodEUDeclared(with("nodeIdentity.roleArn", "arn:aws-cn:iam::111122223333:role/prod-eu-node"))}}}),
+			want:   []errorID{invalid("input.tenancy.clusters[0].region")},
 		},
 		"GovCloudRoleEuropeanRegion": {
 			reason: "A node role in aws-us-gov cannot serve a cluster in eu-west-3.",
-			spec:   xr(with("nodeIdentity.roleArn", "arn:aws-us-gov:iam::123456789012:role/prod-eu-node")),
-			want:   []errorID{invalid("spec.cluster.region")},
+			spec:   xr(),
+			input:  input(map[string]any{"tenancy": map[string]any{"clusters": []any{prodEUDeclared(with("nodeIdentity.roleArn", "arn:aws-us-gov:iam::111122223333:role/prod-eu-node"))}}}),
+			want:   []errorID{invalid("input.tenancy.clusters[0].region")},
 		},
 		"CommercialRoleChinaRegion": {
 			reason: "A node role in aws cannot serve a cluster in cn-north-1 either: the mismatch is wrong both ways.",
-			spec:   xr(with("cluster.region", "cn-north-1")),
-			want:   []errorID{invalid("spec.cluster.region")},
+			spec:   xr(),
+			input:  input(map[string]any{"tenancy": map[string]any{"clusters": []any{prodEUDeclared(with("region", "cn-north-1"))}}}),
+			want:   []errorID{invalid("input.tenancy.clusters[0].region")},
 		},
 		"CommercialRoleGovCloudRegion": {
 			reason: "A node role in aws cannot serve a cluster in us-gov-west-1.",
-			spec:   xr(with("cluster.region", "us-gov-west-1")),
-			want:   []errorID{invalid("spec.cluster.region")},
+			spec:   xr(),
+			input:  input(map[string]any{"tenancy": map[string]any{"clusters": []any{prodEUDeclared(with("region", "us-gov-west-1"))}}}),
+			want:   []errorID{invalid("input.tenancy.clusters[0].region")},
 		},
 		"MissingRoleARN": {
-			reason: "The node role is required: it is the only role the controller may pass.",
-			spec:   xr(with("nodeIdentity.roleArn", nil)),
-			want:   []errorID{required("spec.nodeIdentity.roleArn")},
+			reason: "The platform declares each cluster's node role: the only role the controller may pass.",
+			spec:   xr(),
+			input:  input(map[string]any{"tenancy": map[string]any{"clusters": []any{prodEUDeclared(with("nodeIdentity.roleArn", nil))}}}),
+			want:   []errorID{required("input.tenancy.clusters[0].nodeIdentity.roleArn")},
 		},
 		"RoleARNWrongService": {
 			reason: "An STS assumed-role ARN is not an IAM role ARN.",
@@ -219,9 +253,10 @@ func TestLoadInvalid(t *testing.T) {
 			want:   []errorID{invalid("spec.nodeIdentity.roleArn")},
 		},
 		"MissingInstanceProfile": {
-			reason: "The instance profile is required: Karpenter creates none.",
-			spec:   xr(with("nodeIdentity.instanceProfile", nil)),
-			want:   []errorID{required("spec.nodeIdentity.instanceProfile")},
+			reason: "The platform declares each cluster's instance profile: Karpenter creates none.",
+			spec:   xr(),
+			input:  input(map[string]any{"tenancy": map[string]any{"clusters": []any{prodEUDeclared(with("nodeIdentity.instanceProfile", nil))}}}),
+			want:   []errorID{required("input.tenancy.clusters[0].nodeIdentity.instanceProfile")},
 		},
 		"InstanceProfileWithSpace": {
 			reason: "IAM names have no spaces.",
@@ -319,13 +354,35 @@ func TestLoadInvalid(t *testing.T) {
 			}}}),
 			want: []errorID{{Type: field.ErrorTypeDuplicate, Field: "input.tenancy.clusters[1].name"}},
 		},
+		"NodeRoleOfAnotherAccount": {
+			reason: "A cluster's node role must be in the cluster's account: it is the role its nodes run as.",
+			spec:   xr(),
+			input:  input(map[string]any{"tenancy": map[string]any{"clusters": []any{prodEUDeclared(with("nodeIdentity.roleArn", "arn:aws:iam::444455556666:role/prod-eu-node"))}}}),
+			want:   []errorID{invalid("input.tenancy.clusters[0].nodeIdentity.roleArn")},
+		},
+		"AWSProviderConfigUppercase": {
+			reason: "A cluster's provider-aws ProviderConfig is an object name: a DNS subdomain.",
+			spec:   xr(),
+			input:  input(map[string]any{"tenancy": map[string]any{"clusters": []any{prodEUDeclared(with("awsProviderConfig", "Prod_EU"))}}}),
+			want:   []errorID{invalid("input.tenancy.clusters[0].awsProviderConfig")},
+		},
+		"ClusterNamesCollide": {
+			reason: "Prod_EU and prod-eu are one name to their label, their ProviderConfig and IAM: the pair is refused, naming both.",
+			spec:   xr(),
+			input: input(map[string]any{"tenancy": map[string]any{"clusters": []any{
+				map[string]any{"name": "prod-eu", "account": "111122223333"},
+				map[string]any{"name": "Prod_EU", "account": "444455556666"},
+			}}}),
+			want: []errorID{invalid("input.tenancy.clusters[1].name")},
+		},
 		"TenancyAccountNotAnAccount": {
 			reason: "A cluster's account is what node roles are checked against: 12 digits.",
 			spec:   xr(),
 			input: input(map[string]any{"tenancy": map[string]any{"clusters": []any{
 				map[string]any{"name": "prod-eu", "account": "1111-2222-3333"},
 			}}}),
-			want: []errorID{invalid("input.tenancy.clusters[0].account")},
+			// The node role declared for it is then in another account.
+			want: []errorID{invalid("input.tenancy.clusters[0].account"), invalid("input.tenancy.clusters[0].nodeIdentity.roleArn")},
 		},
 		"NamespaceInvalid": {
 			reason: "A namespace is a DNS label: no dots, no uppercase.",
@@ -587,7 +644,7 @@ func TestLoadValid(t *testing.T) {
 			// (TestClusterDefaults in cluster_test.go, TestPoolDefaults and
 			// TestPoolPolicy), the owner is the tests' own.
 			ignore := cmp.Options{
-				cmpopts.IgnoreFields(Config{}, "Names", "Owner", "Pools", "VersionDefaulted"), // TestVersions checks it
+				cmpopts.IgnoreFields(Config{}, "Names", "Owner", "Pools", "VersionDefaulted", "Requested"), // TestVersions and TestPlatformFacts check them
 				cmpopts.IgnoreFields(v1alpha1.XKarpenterSpec{}, "Pools"),
 				cmpopts.IgnoreFields(v1beta1.Input{}, "Flux", "Controller", "AccessCheck", "Monitoring", "Nodes", "Pools"),
 			}

@@ -13,9 +13,10 @@ import (
 )
 
 // Check refuses a claim from namespace for a cluster the platform has not
-// given to that namespace, or naming a node role outside the cluster's
-// account. namespace is empty for an XR created without a claim: such XRs
-// are the platform's own and need only a declared cluster.
+// given to that namespace, or one that asks for a region or node identity
+// other than the platform declares for the cluster. namespace is empty for
+// an XR created without a claim: such XRs are the platform's own and need
+// only a declared cluster.
 func Check(c *spec.Config, namespace string) field.ErrorList {
 	if c.Input.Tenancy == nil {
 		return field.ErrorList{field.Forbidden(field.NewPath("input", "tenancy"),
@@ -27,12 +28,28 @@ func Check(c *spec.Config, namespace string) field.ErrorList {
 		return field.ErrorList{field.Forbidden(name, fmt.Sprintf("cluster %q is not declared in the platform's tenancy", c.Spec.Cluster.Name))}
 	}
 	var errs field.ErrorList
-	if namespace != "" && !slices.Contains(cluster.Namespaces, namespace) {
+	member := namespace == "" || slices.Contains(cluster.Namespaces, namespace)
+	if !member {
 		errs = append(errs, field.Forbidden(name, fmt.Sprintf("claims from namespace %q may not target cluster %q", namespace, c.Spec.Cluster.Name)))
 	}
-	if c.NodeRole.Account != cluster.Account {
-		errs = append(errs, field.Forbidden(field.NewPath("spec", "nodeIdentity", "roleArn"),
-			fmt.Sprintf("the node role is in account %s; cluster %q is in account %s", c.NodeRole.Account, c.Spec.Cluster.Name, cluster.Account)))
+	req := c.Requested
+	for _, f := range []struct {
+		path            *field.Path
+		asked, platform string
+	}{
+		{field.NewPath("spec", "cluster", "region"), req.Region, cluster.Region},
+		{field.NewPath("spec", "nodeIdentity", "roleArn"), req.NodeIdentity.RoleARN, cluster.NodeIdentity.RoleARN},
+		{field.NewPath("spec", "nodeIdentity", "instanceProfile"), req.NodeIdentity.InstanceProfile, cluster.NodeIdentity.InstanceProfile},
+	} {
+		if f.asked == "" || f.asked == f.platform {
+			continue
+		}
+		msg := fmt.Sprintf("the platform decides it for cluster %q: leave it unset", c.Spec.Cluster.Name)
+		if member {
+			// Only those the cluster is given to may learn its facts.
+			msg = fmt.Sprintf("the platform decides it for cluster %q (%s): leave it unset or repeat it", c.Spec.Cluster.Name, f.platform)
+		}
+		errs = append(errs, field.Forbidden(f.path, msg))
 	}
 	return errs
 }

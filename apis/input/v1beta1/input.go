@@ -50,8 +50,9 @@ type Input struct {
 	// +optional
 	PermissionsBoundaryARN string `json:"permissionsBoundaryArn,omitempty"`
 
-	// ProviderConfigName is the provider-aws ProviderConfig every managed
-	// resource uses.
+	// ProviderConfigName is the provider-aws ProviderConfig of the managed
+	// resources of every cluster that names none of its own
+	// (tenancy.clusters[].awsProviderConfig).
 	// +kubebuilder:default=default
 	// +optional
 	ProviderConfigName string `json:"providerConfigName,omitempty"`
@@ -117,10 +118,26 @@ type Tenancy struct {
 type TenantCluster struct {
 	// Name of the EKS cluster.
 	Name string `json:"name"`
-	// Account the cluster lives in: a claim naming a node role of another
-	// account is refused.
+	// Account the cluster lives in: every ARN of the cluster is built in it,
+	// and nodeIdentity.roleArn must be in it.
 	// +kubebuilder:validation:Pattern=`^[0-9]{12}$`
 	Account string `json:"account"`
+	// Region the cluster runs in, such as eu-west-3: the interruption
+	// queue, its rules and the Pod Identity association are created there,
+	// and the controller is told it. A claim may repeat it, never change it.
+	// +kubebuilder:validation:Pattern=`^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-[0-9]+$`
+	Region string `json:"region"`
+	// NodeIdentity is the existing role and instance profile the cluster's
+	// bootstrap nodes run as: the only role the controller may pass to EC2
+	// (iam:PassRole), and the instance profile of every node it launches.
+	// A claim may repeat it, never change it.
+	NodeIdentity NodeIdentity `json:"nodeIdentity"`
+	// AWSProviderConfig is the provider-aws ProviderConfig (a
+	// ClusterProviderConfig for namespaced XRs) whose credentials reach the
+	// cluster's account: every AWS resource of the cluster is managed
+	// through it. Defaults to input.providerConfigName.
+	// +optional
+	AWSProviderConfig string `json:"awsProviderConfig,omitempty"`
 	// Namespaces whose claims may target this cluster. XRs created without
 	// a claim are the platform's own and need no namespace.
 	// +listType=set
@@ -147,6 +164,18 @@ type TenantCluster struct {
 	// by field: a field set here wins, an unset one inherits.
 	// +optional
 	Pools *Pools `json:"pools,omitempty"`
+}
+
+// NodeIdentity is the existing IAM identity a cluster's nodes run as; no
+// node role is created.
+type NodeIdentity struct {
+	// RoleARN of the existing node role, in the cluster's account.
+	// +kubebuilder:validation:Pattern=`^arn:aws(-cn|-us-gov)?:iam::[0-9]{12}:role/([A-Za-z0-9+=,.@_-]+/)*[A-Za-z0-9+=,.@_-]{1,64}$`
+	RoleARN string `json:"roleArn"`
+	// InstanceProfile is the name of the node role's existing instance
+	// profile.
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9+=,.@_-]{1,128}$`
+	InstanceProfile string `json:"instanceProfile"`
 }
 
 // ClusterFlux is what one cluster's Flux builds the Kustomizations from.
