@@ -455,7 +455,9 @@ func TestPermissionsLead(t *testing.T) {
 			}
 			held, _ := json.Marshal(map[string]any{"Version": doc["Version"], "Statement": append(append([]any{}, doc["Statement"].([]any)...),
 				map[string]any{"Effect": "Allow", "Action": []any{"ec2:RebootInstances"}, "Resource": resources})})
+			// The function wrote it, and AWS reports it.
 			rp := deepCopy(settled["controller-role-policy"])
+			rp["spec"].(map[string]any)["forProvider"].(map[string]any)["policy"] = string(held)
 			rp["status"].(map[string]any)["atProvider"].(map[string]any)["policy"] = string(held)
 			observed := withObserved(withObserved(settled, "controller-role-policy", rp), "controller-kustomization", ctrl)
 			return run(t, aRequest(t).withSpec("version", "1.15.0").observing(observed).build())
@@ -465,6 +467,35 @@ func TestPermissionsLead(t *testing.T) {
 		}
 		if got := rolePolicy(t, holding(200)); got != want {
 			t.Errorf("the kept statements would exceed the limit, yet the role policy is not the new one (%d characters)", len(got))
+		}
+	})
+
+	t.Run("HandAddedStatementDropped", func(t *testing.T) {
+		// Someone added "Action": "*" to the role policy in the console,
+		// while the claimed cluster's Flux has not yet reconciled the
+		// controller's latest generation: AWS reports the statement, the
+		// function never wrote it, and the next document it writes has it
+		// not. Nothing but the statement differs from the settled claim.
+		settled := readyAt(t, "1.15.0", off)
+		want := rolePolicy(t, run(t, aRequest(t).withSpec("version", "1.15.0").observing(settled).build()))
+		var doc map[string]any
+		if err := yamlUnmarshal(want, &doc); err != nil {
+			t.Fatal(err)
+		}
+		held, _ := json.Marshal(map[string]any{"Version": doc["Version"], "Statement": append(append([]any{}, doc["Statement"].([]any)...),
+			map[string]any{"Sid": "Console", "Effect": "Allow", "Action": "*", "Resource": "*"})})
+		rp := deepCopy(settled["controller-role-policy"])
+		rp["status"].(map[string]any)["atProvider"].(map[string]any)["policy"] = string(held)
+		ctrl := deepCopy(settled["controller-kustomization"])
+		ctrl["status"].(map[string]any)["atProvider"].(map[string]any)["manifest"].(map[string]any)["metadata"].(map[string]any)["generation"] = int64(2)
+		for name, observed := range map[string]map[resource.Name]map[string]any{
+			"controller settled":       withObserved(settled, "controller-role-policy", rp),
+			"controller not at target": withObserved(withObserved(settled, "controller-role-policy", rp), "controller-kustomization", ctrl),
+		} {
+			got := rolePolicy(t, run(t, aRequest(t).withSpec("version", "1.15.0").observing(observed).build()))
+			if got != want {
+				t.Errorf("%s: AWS reports a statement the function never wrote, and the role policy keeps it:\n%s", name, got)
+			}
 		}
 	})
 }

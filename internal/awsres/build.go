@@ -49,6 +49,7 @@ func Identity(c *spec.Config) (Resources, error) {
 					AssumeRolePolicy: ptr(policy.ControllerTrust(policy.Binding{
 						Account:        c.Account.ID,
 						Cluster:        c.Spec.Cluster.Name,
+						ClusterARN:     c.Account.ClusterARN(c.Spec.Cluster.Name),
 						Namespace:      c.Input.PodIdentity.Namespace,
 						ServiceAccount: c.Input.PodIdentity.ServiceAccount,
 					}).JSON()),

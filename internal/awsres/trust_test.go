@@ -72,8 +72,10 @@ func TestTrustBindsWhatTheAssociationBinds(t *testing.T) {
 				t.Errorf("\n%s\nthe association binds %v, want %v", tc.reason, got, tc.binds)
 			}
 			want := map[string]map[string][]string{"StringEquals": {
-				"aws:SourceAccount":                         {tc.account},
-				"aws:RequestTag/eks-cluster-name":           {*assoc.ClusterName},
+				"aws:SourceAccount":               {tc.account},
+				"aws:RequestTag/eks-cluster-name": {*assoc.ClusterName},
+				// The ARN of the cluster the association is in: its region, the account.
+				"aws:RequestTag/eks-cluster-arn":            {"arn:aws:eks:" + *assoc.Region + ":" + tc.account + ":cluster/" + *assoc.ClusterName},
 				"aws:RequestTag/kubernetes-namespace":       {*assoc.Namespace},
 				"aws:RequestTag/kubernetes-service-account": {*assoc.ServiceAccount},
 			}}

@@ -5,19 +5,26 @@ package policy
 const PodIdentityPrincipal = "pods.eks.amazonaws.com"
 
 // Condition keys EKS Pod Identity sets when it assumes a role: the account
-// of the cluster, and the session tags naming the cluster and the pod's
-// namespace and service account.
+// of the cluster, and the session tags naming the cluster (by name and by
+// ARN, which holds its region and account) and the pod's namespace and
+// service account. The session tags are those "List of session tags added
+// by EKS Pod Identity" gives
+// (https://docs.aws.amazon.com/eks/latest/userguide/pod-id-abac.html).
 const (
 	SourceAccountKey  = "aws:SourceAccount"
 	ClusterTagKey     = "aws:RequestTag/eks-cluster-name"
+	ClusterARNTagKey  = "aws:RequestTag/eks-cluster-arn"
 	NamespaceTagKey   = "aws:RequestTag/kubernetes-namespace"
 	ServiceAccountKey = "aws:RequestTag/kubernetes-service-account"
 )
 
 // Binding is the one Pod Identity association the controller role is for.
 type Binding struct {
-	Account        string
-	Cluster        string
+	Account string
+	Cluster string
+	// ClusterARN pins the cluster by region too: a cluster of the same
+	// name in another region of the account cannot bind the role.
+	ClusterARN     string
 	Namespace      string
 	ServiceAccount string
 }
@@ -37,6 +44,7 @@ func ControllerTrust(b Binding) Document {
 			Condition: Condition{"StringEquals": {
 				SourceAccountKey:  one(b.Account),
 				ClusterTagKey:     one(b.Cluster),
+				ClusterARNTagKey:  one(b.ClusterARN),
 				NamespaceTagKey:   one(b.Namespace),
 				ServiceAccountKey: one(b.ServiceAccount),
 			}},

@@ -45,8 +45,9 @@ func covers(held, want map[string]map[string]any) bool {
 	return true
 }
 
-// union is want's document with the statements of held it drops added
-// back, so the controller keeps what it still uses while it moves. A kept
+// union is want's document with the statements of held (the document the
+// function wrote last) it drops added back, so the controller keeps what it
+// still uses while it moves. A kept
 // statement whose Sid want uses loses its Sid: IAM refuses two alike.
 func union(held, want string) (string, error) {
 	wd, ok := parsePolicy(want)

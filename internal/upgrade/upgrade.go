@@ -194,7 +194,13 @@ func permissions(c *spec.Config, to versions.Version, observed map[resource.Name
 			o.keep[flux.ControllerKustomization] = map[string]any{pathManifest: manifest}
 		}
 	}
-	if !hok || covers(wk, hk) || !exists {
+	// What the new policy drops is judged against the document the
+	// function last wrote (the composed resource's spec), never against
+	// what AWS reports: a statement added out of band, in the console,
+	// is no statement of the controller's, and the provider removes it.
+	wrote, _ := rp.Resource.GetString(pathPolicy)
+	wrd, wok := parsePolicy(wrote)
+	if !wok || covers(wk, wrd.keys()) || !exists {
 		return o, nil
 	}
 	// The new policy drops statements: the controller moves first, on
@@ -202,7 +208,7 @@ func permissions(c *spec.Config, to versions.Version, observed map[resource.Name
 	if !o.controllerWaits && o.controllerAt(to) {
 		return o, nil
 	}
-	kept, err := union(held, want)
+	kept, err := union(wrote, want)
 	if err != nil {
 		return o, err
 	}
