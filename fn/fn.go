@@ -133,6 +133,11 @@ func (f *Function) compose(req *fnv1.RunFunctionRequest) (rsp *fnv1.RunFunctionR
 		refuse(rsp, oxr, ReasonInvalid, errors.Wrapf(err, "invalid %s %q: apiVersion", oxr.Resource.GetKind(), oxr.Resource.GetName()))
 		return rsp, composed
 	}
+	if errs := tenancy.Pinned(oxr.Resource.Object, xr.API); len(errs) > 0 {
+		log.Info("refusing XR", "error", errs.ToAggregate().Error())
+		refuse(rsp, oxr, ReasonRefused, errors.Errorf("refusing %s %q: %s", oxr.Resource.GetKind(), oxr.Resource.GetName(), errs.ToAggregate().Error()))
+		return rsp, composed
+	}
 	xrSpec, _ := oxr.Resource.Object["spec"].(map[string]any)
 	cfg, errs := spec.Load(spec.OwnerOf(oxr.Resource.Object, xr.API), xrSpec, req.GetInput())
 	if len(errs) > 0 {

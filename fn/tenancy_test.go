@@ -87,6 +87,30 @@ func TestTenancy(t *testing.T) {
 			req:    aRequest(t).withSpec("cluster.region", "us-east-1"),
 			want:   `spec.cluster.region: Forbidden: the platform decides it for cluster "prod-eu" (eu-west-3): leave it unset or repeat it`,
 		},
+		"PinnedToARevision": {
+			reason: "A claim on Manual updates keeps an older revision's input, and with it a policy the platform has since tightened.",
+			req:    aRequest(t).withSpec("compositionUpdatePolicy", "Manual").withSpec("compositionRevisionRef", map[string]any{"name": "karpenter.platform.socle.do-now.io-0a1b2c3"}),
+			want:   "spec.compositionUpdatePolicy: Forbidden: must be Automatic",
+		},
+		"AutomaticUpdates": {
+			reason: "Automatic is what the XRD defaults, and the revision Crossplane writes then is the latest.",
+			req:    aRequest(t).withSpec("compositionUpdatePolicy", "Automatic").withSpec("compositionRevisionRef", map[string]any{"name": "karpenter.platform.socle.do-now.io-0a1b2c3"}),
+		},
+		"SelectsARevision": {
+			reason: "A revision selector picks the newest revision carrying labels of the tenant's choosing: an old one.",
+			req:    aRequest(t).withSpec("compositionRevisionSelector", map[string]any{"matchLabels": map[string]any{"release": "2025"}}),
+			want:   "spec.compositionRevisionSelector: Forbidden: must not be set",
+		},
+		"SelectsAComposition": {
+			reason: "A Composition selector is the tenant choosing the function input.",
+			req:    aRequest(t).withSpec("compositionSelector", map[string]any{"matchLabels": map[string]any{"tier": "lax"}}),
+			want:   "spec.compositionSelector: Forbidden: must not be set",
+		},
+		"NamespacedXRPinned": {
+			reason: "A namespaced XR holds the same choice under spec.crossplane.",
+			req:    aNamespacedRequest(t).withSpec("crossplane", map[string]any{"compositionUpdatePolicy": "Manual"}),
+			want:   "spec.crossplane.compositionUpdatePolicy: Forbidden: must be Automatic",
+		},
 		"NonMemberLearnsNothing": {
 			reason: "A namespace the cluster is not given to is refused without learning the platform's facts about it.",
 			req:    aRequest(t).withSpec("claimRef.namespace", "team-b").withSpec("cluster.region", "us-east-1"),

@@ -96,6 +96,11 @@ func run(crdPath, out string, o options) error {
 		"names":                 map[string]any{"kind": crd.Spec.Names.Kind, "plural": crd.Spec.Names.Plural},
 		"claimNames":            map[string]any{"kind": o.claimKind, "plural": o.claimPlural},
 		"defaultCompositionRef": map[string]any{"name": o.composition},
+		// Every XR, and every claim's, uses the platform's Composition
+		// whatever it asks (Crossplane's EnforcedCompositionSelector), at
+		// its latest revision: the function refuses Manual updates.
+		"enforcedCompositionRef":         map[string]any{"name": o.composition},
+		"defaultCompositionUpdatePolicy": "Automatic",
 	}
 	xrd := map[string]any{
 		"apiVersion": "apiextensions.crossplane.io/v1",

@@ -45,6 +45,11 @@ type API struct {
 	// names; empty when the reference is by name only (cluster-scoped
 	// managed resources always use a cluster-scoped ProviderConfig).
 	ProviderConfigKind string
+	// CrossplaneFields is where the XR holds the fields Crossplane reads to
+	// choose its Composition and revision (compositionUpdatePolicy,
+	// compositionRevisionSelector, ...): the spec of a legacy XR, which a
+	// claim's own are copied to, or spec.crossplane of a v2 XR.
+	CrossplaneFields []string
 }
 
 // The apiVersions the builders make: provider-aws' cluster-scoped managed
@@ -69,6 +74,9 @@ var (
 		Key:    "claim",
 		Claims: true,
 		XR:     schema.GroupVersionKind{Group: v1alpha1.Group, Version: v1alpha1.Version, Kind: v1alpha1.Kind},
+		// Crossplane v2.2.1 apis/apiextensions/v1 XRD, legacy composites:
+		// spec.compositionUpdatePolicy and its siblings.
+		CrossplaneFields: []string{"spec"},
 		Composes: map[string]string{
 			IAM: IAM, SQS: SQS, Events: Events, EKS: EKS, Kubernetes: Kubernetes,
 		},
@@ -91,6 +99,7 @@ var (
 			Kubernetes: "kubernetes.m.crossplane.io/v1alpha1",
 		},
 		ProviderConfigKind: "ClusterProviderConfig",
+		CrossplaneFields:   []string{"spec", "crossplane"},
 	}
 )
 

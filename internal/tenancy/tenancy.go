@@ -8,8 +8,11 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/do-now/function-karpenter/internal/spec"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/do-now/function-karpenter/internal/scope"
+	"github.com/do-now/function-karpenter/internal/spec"
 )
 
 // Check refuses a claim from namespace for a cluster the platform has not
@@ -50,6 +53,31 @@ func Check(c *spec.Config, namespace string) field.ErrorList {
 			msg = fmt.Sprintf("the platform decides it for cluster %q (%s): leave it unset or repeat it", c.Spec.Cluster.Name, f.platform)
 		}
 		errs = append(errs, field.Forbidden(f.path, msg))
+	}
+	return errs
+}
+
+// Pinned refuses an XR that chooses its own Composition or revision: with
+// compositionUpdatePolicy Manual, or a revision or Composition selector, a
+// claim keeps an older or another function input, and later tightening of
+// the platform's policy (a namespace removed from the tenancy, a lower
+// ceiling, a boundary added) never reaches it. The XRDs enforce the
+// Composition (enforcedCompositionRef); Crossplane itself writes
+// compositionRef and compositionRevisionRef, so those are not judged here.
+// Claims copy these fields to their XR (Crossplane v2.2.1
+// internal/xcrd/schemas.go, PropagateSpecProps).
+func Pinned(xr map[string]any, api scope.API) field.ErrorList {
+	fields, _, _ := unstructured.NestedMap(xr, api.CrossplaneFields...)
+	p := field.NewPath(api.CrossplaneFields[0], api.CrossplaneFields[1:]...)
+	var errs field.ErrorList
+	if pol, _ := fields["compositionUpdatePolicy"].(string); pol == "Manual" {
+		errs = append(errs, field.Forbidden(p.Child("compositionUpdatePolicy"),
+			"must be Automatic: the platform's latest Composition revision applies to every claim"))
+	}
+	for _, f := range []string{"compositionRevisionSelector", "compositionSelector"} {
+		if _, ok := fields[f]; ok {
+			errs = append(errs, field.Forbidden(p.Child(f), "must not be set: the platform chooses the Composition and its revision"))
+		}
 	}
 	return errs
 }
