@@ -883,9 +883,6 @@ func testBadInput(t *testing.T, a *api) {
 	set := func(value any, path ...string) func(*unstructured.Unstructured) {
 		return func(u *unstructured.Unstructured) { _ = unstructured.SetNestedField(u.Object, value, path...) }
 	}
-	unset := func(path ...string) func(*unstructured.Unstructured) {
-		return func(u *unstructured.Unstructured) { unstructured.RemoveNestedField(u.Object, path...) }
-	}
 	list := func(v ...any) []any { return v }
 	cases := []struct {
 		reason string

@@ -1,0 +1,136 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+)
+
+// TestTenantAdmission installs examples/admission's policy on the real API server and sends, as a
+// tenant of team-a (impersonated, with RBAC on its namespace alone), the requests that would let a
+// tenant escape the platform's policy: binding an XR it did not create, choosing a Composition or a
+// revision, Manual updates. Each is refused by the API server, naming what was refused; the
+// tenant's plain request is admitted; and Crossplane's own identity (here the admin, as the
+// control plane runs it) may write the fields it owns. Every request is a dry run.
+func TestTenantAdmission(t *testing.T) {
+	timed(t)
+	objs, err := readObjects(filepath.Join("..", "examples", "admission", "tenant-requests.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range objs {
+		if err := cp.apply(t.Context(), o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const tenant = "tenant:team-a"
+	role := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+		"metadata": map[string]any{"name": "karpenter-tenant", "namespace": "team-a"},
+		"rules": []any{map[string]any{
+			"apiGroups": []any{"platform.socle.do-now.io", "platform.m.socle.do-now.io"},
+			"resources": []any{"karpenters"}, "verbs": []any{"get", "create", "update"},
+		}},
+	}}
+	binding := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+		"metadata": map[string]any{"name": "karpenter-tenant", "namespace": "team-a"},
+		"roleRef":  map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "karpenter-tenant"},
+		"subjects": []any{map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": tenant}},
+	}}
+	for _, o := range []*unstructured.Unstructured{role, binding} {
+		if err := cp.apply(t.Context(), o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := rest.CopyConfig(cp.cfg)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: tenant, Groups: []string{"system:authenticated"}}
+	asTenant, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	for _, a := range apis {
+		t.Run(a.name, func(t *testing.T) {
+			base, err := readObjects(filepath.Join("..", a.example))
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Where Crossplane's fields are in what the tenant writes.
+			at := func(f string) []string {
+				if a.namespaced {
+					return []string{"spec", "crossplane", f}
+				}
+				return []string{"spec", f}
+			}
+			create := func(as dynamic.Interface, mutate func(*unstructured.Unstructured)) error {
+				u := base[0].DeepCopy()
+				u.SetNamespace("team-a")
+				u.SetName("admission")
+				mutate(u)
+				_, err := as.Resource(a.tenant).Namespace("team-a").Create(t.Context(), u, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+				return err
+			}
+			set := func(v any, f string) func(*unstructured.Unstructured) {
+				return func(u *unstructured.Unstructured) { _ = unstructured.SetNestedField(u.Object, v, at(f)...) }
+			}
+			ref := map[string]any{"name": "karpenter.platform.socle.do-now.io-0a1b2c3"}
+			selector := map[string]any{"matchLabels": map[string]any{"release": "2025"}}
+			cases := []struct {
+				reason string
+				mutate func(*unstructured.Unstructured)
+				want   string
+			}{
+				{"a pinned revision", set(ref, "compositionRevisionRef"), "compositionRevisionRef may not be set or changed"},
+				{"a revision selector", set(selector, "compositionRevisionSelector"), "compositionRevisionSelector may not be set or changed"},
+				{"a Composition of the tenant's choosing", set(map[string]any{"name": "lax"}, "compositionRef"), "compositionRef may not be set or changed"},
+				{"a Composition selector", set(selector, "compositionSelector"), "compositionSelector may not be set or changed"},
+				{"Manual updates", set("Manual", "compositionUpdatePolicy"), "compositionUpdatePolicy must be Automatic"},
+			}
+			if !a.namespaced {
+				cases = append(cases, struct {
+					reason string
+					mutate func(*unstructured.Unstructured)
+					want   string
+				}{"binding an XR the claim did not create", func(u *unstructured.Unstructured) {
+					_ = unstructured.SetNestedField(u.Object, map[string]any{"apiVersion": "platform.socle.do-now.io/v1alpha1", "kind": "XKarpenter", "name": "platform-prod-eu"}, "spec", "resourceRef")
+				}, "resourceRef may not be set or changed"})
+			}
+			// The API server takes a moment to load a new policy: wait until the first case is refused.
+			deadline := time.Now().Add(30 * time.Second)
+			for err := create(asTenant, cases[0].mutate); !apierrors.IsInvalid(err) && !apierrors.IsForbidden(err); err = create(asTenant, cases[0].mutate) {
+				if time.Now().After(deadline) {
+					t.Fatalf("the policy never refused %s: %v", cases[0].reason, err)
+				}
+				time.Sleep(500 * time.Millisecond)
+			}
+			for _, tc := range cases {
+				err := create(asTenant, tc.mutate)
+				if err == nil || !strings.Contains(err.Error(), tc.want) {
+					t.Errorf("the tenant's %s %s: want it refused saying %q, got %v", a.kind, tc.reason, tc.want, err)
+				}
+			}
+			if err := create(asTenant, func(*unstructured.Unstructured) {}); err != nil {
+				t.Errorf("the tenant's plain %s is refused: %v", a.kind, err)
+			}
+			if err := create(asTenant, set("Automatic", "compositionUpdatePolicy")); err != nil {
+				t.Errorf("the tenant's %s with Automatic updates is refused: %v", a.kind, err)
+			}
+			// Crossplane writes the fields it owns, as the control plane's admin here.
+			if err := create(cp.dyn, set(ref, "compositionRevisionRef")); err != nil {
+				t.Errorf("Crossplane's identity may not write %s: %v", strings.Join(at("compositionRevisionRef"), "."), err)
+			}
+			t.Log(fmt.Sprintf("%d escapes refused at admission", len(cases)))
+		})
+	}
+}
