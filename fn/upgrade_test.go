@@ -440,25 +440,17 @@ func TestPermissionsLead(t *testing.T) {
 		// that both together exceed IAM's inline policy limit is not: the
 		// new policy goes at once rather than a document IAM refuses, on
 		// which the claim would wait for ever.
-		settled := readyAt(t, "1.15.0", off)
-		want := rolePolicy(t, run(t, aRequest(t).withSpec("version", "1.15.0").observing(settled).build()))
-		var doc map[string]any
-		if err := yamlUnmarshal(want, &doc); err != nil {
-			t.Fatal(err)
-		}
-		ctrl := deepCopy(settled["controller-kustomization"])
-		ctrl["status"].(map[string]any)["atProvider"].(map[string]any)["manifest"].(map[string]any)["metadata"].(map[string]any)["generation"] = int64(2)
+		settled, want, ctrl, plus := settledPolicy(t, off)
 		holding := func(instances int) *fnv1.RunFunctionResponse {
 			var resources []any
 			for i := range instances {
 				resources = append(resources, fmt.Sprintf("arn:aws:ec2:eu-west-3:111122223333:instance/i-%017d", i))
 			}
-			held, _ := json.Marshal(map[string]any{"Version": doc["Version"], "Statement": append(append([]any{}, doc["Statement"].([]any)...),
-				map[string]any{"Effect": "Allow", "Action": []any{"ec2:RebootInstances"}, "Resource": resources})})
+			held := plus(map[string]any{"Effect": "Allow", "Action": []any{"ec2:RebootInstances"}, "Resource": resources})
 			// The function wrote it, and AWS reports it.
 			rp := deepCopy(settled["controller-role-policy"])
-			rp["spec"].(map[string]any)["forProvider"].(map[string]any)["policy"] = string(held)
-			rp["status"].(map[string]any)["atProvider"].(map[string]any)["policy"] = string(held)
+			rp["spec"].(map[string]any)["forProvider"].(map[string]any)["policy"] = held
+			rp["status"].(map[string]any)["atProvider"].(map[string]any)["policy"] = held
 			observed := withObserved(withObserved(settled, "controller-role-policy", rp), "controller-kustomization", ctrl)
 			return run(t, aRequest(t).withSpec("version", "1.15.0").observing(observed).build())
 		}
@@ -476,18 +468,9 @@ func TestPermissionsLead(t *testing.T) {
 		// controller's latest generation: AWS reports the statement, the
 		// function never wrote it, and the next document it writes has it
 		// not. Nothing but the statement differs from the settled claim.
-		settled := readyAt(t, "1.15.0", off)
-		want := rolePolicy(t, run(t, aRequest(t).withSpec("version", "1.15.0").observing(settled).build()))
-		var doc map[string]any
-		if err := yamlUnmarshal(want, &doc); err != nil {
-			t.Fatal(err)
-		}
-		held, _ := json.Marshal(map[string]any{"Version": doc["Version"], "Statement": append(append([]any{}, doc["Statement"].([]any)...),
-			map[string]any{"Sid": "Console", "Effect": "Allow", "Action": "*", "Resource": "*"})})
+		settled, want, ctrl, plus := settledPolicy(t, off)
 		rp := deepCopy(settled["controller-role-policy"])
-		rp["status"].(map[string]any)["atProvider"].(map[string]any)["policy"] = string(held)
-		ctrl := deepCopy(settled["controller-kustomization"])
-		ctrl["status"].(map[string]any)["atProvider"].(map[string]any)["manifest"].(map[string]any)["metadata"].(map[string]any)["generation"] = int64(2)
+		rp["status"].(map[string]any)["atProvider"].(map[string]any)["policy"] = plus(map[string]any{"Sid": "Console", "Effect": "Allow", "Action": "*", "Resource": "*"})
 		for name, observed := range map[string]map[resource.Name]map[string]any{
 			"controller settled":       withObserved(settled, "controller-role-policy", rp),
 			"controller not at target": withObserved(withObserved(settled, "controller-role-policy", rp), "controller-kustomization", ctrl),
@@ -498,6 +481,29 @@ func TestPermissionsLead(t *testing.T) {
 			}
 		}
 	})
+}
+
+// settledPolicy is a claim settled at 1.15.0 with the gates opts sets: what
+// is observed, the role policy the function writes for it, its controller's
+// Object as the claimed cluster's Flux reports it before it reconciled the
+// latest generation, and plus, which is the policy with one more statement.
+func settledPolicy(t *testing.T, opts func(*requestBuilder) *requestBuilder) (
+	settled map[resource.Name]map[string]any, want string, ctrlBehind map[string]any, plus func(statement map[string]any) string,
+) {
+	t.Helper()
+	settled = readyAt(t, "1.15.0", opts)
+	want = rolePolicy(t, run(t, opts(aRequest(t).withSpec("version", "1.15.0")).observing(settled).build()))
+	var doc map[string]any
+	if err := yamlUnmarshal(want, &doc); err != nil {
+		t.Fatal(err)
+	}
+	ctrlBehind = deepCopy(settled["controller-kustomization"])
+	ctrlBehind["status"].(map[string]any)["atProvider"].(map[string]any)["manifest"].(map[string]any)["metadata"].(map[string]any)["generation"] = int64(2)
+	plus = func(statement map[string]any) string {
+		b, _ := json.Marshal(map[string]any{"Version": doc["Version"], "Statement": append(append([]any{}, doc["Statement"].([]any)...), statement)})
+		return string(b)
+	}
+	return settled, want, ctrlBehind, plus
 }
 
 // TestUpgradeBeforeNodesExist: a claim whose node pools were never
