@@ -33,6 +33,9 @@ func TestTenantAdmission(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	if err := cp.ensureNamespace(t.Context(), "team-a"); err != nil {
+		t.Fatal(err)
+	}
 	const tenant = "tenant:team-a"
 	role := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
