@@ -350,9 +350,28 @@ func TestOneKarpenterPerCluster(t *testing.T) {
 			req: aRequest(t).requiring(claimRoles, controllerRole(self, "team-a", "karpenter", earlier),
 				controllerRole("team-c-karpenter-q9w8e", "team-c", "karpenter", later)),
 		},
+		"SquatterOutsideTheTenancy": {
+			reason: "A labelled Role in a namespace the tenancy does not give prod-eu to holds nothing.",
+			req:    aRequest(t).requiring(namespacedRoles, namespacedRole("karpenter", "team-z", earlier)),
+		},
+		"RoleNoXRComposed": {
+			reason: "A labelled Role that no XR composed (Crossplane labels what it composes) holds nothing.",
+			req: aRequest(t).requiring(claimRoles, func() map[string]any {
+				r := controllerRole("x", "", "", earlier)
+				delete(r["metadata"].(map[string]any)["labels"].(map[string]any), "crossplane.io/composite")
+				return r
+			}()),
+		},
+		"HolderHiddenFromNonMember": {
+			reason: "team-b, to which prod-eu is not given, is refused without learning who holds it.",
+			req:    aRequest(t).withSpec("claimRef.namespace", "team-b").requiring(claimRoles, other),
+			want:   `cluster "prod-eu" is already claimed: one Karpenter per cluster`,
+		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
+			// The tests' tenancy gives prod-eu to team-c too.
+			tc.req.withInput("tenancy.clusters", []any{declared(clusterName, account, region, "team-a", "team-c")})
 			rsp := run(t, tc.req.build())
 			checkDecision(t, tc.reason, tc.want, rsp)
 			// Every answer asks again, so a rival that appears later is seen.

@@ -2,12 +2,14 @@ package tenancy
 
 import (
 	"fmt"
+	"slices"
 
 	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
 	"github.com/crossplane/function-sdk-go/resource"
 	iam "github.com/upbound/provider-aws/v2/apis/cluster/iam/v1beta1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/do-now/function-karpenter/apis/input/v1beta1"
 	"github.com/do-now/function-karpenter/internal/awsres"
 	"github.com/do-now/function-karpenter/internal/scope"
 	"github.com/do-now/function-karpenter/internal/sequence"
@@ -48,9 +50,15 @@ func Requirements(c *spec.Config) map[string]*fnv1.ResourceSelector {
 // Claimed refuses xr when another XR, of either API, already holds its
 // cluster: roles are the controller roles Requirements found. Two XRs
 // created at once may both have a role for a moment; the one whose role is
-// older keeps the cluster, the other is refused and composes nothing more
-// (what it composed stays, for the platform to clean up).
+// older keeps the cluster, the other is refused and composes nothing more.
+// Only a role composed for a namespace the tenancy gives the cluster to (or
+// for the platform's own XR) counts: a labelled Role anywhere else cannot
+// squat the cluster. The holder is named only to those namespaces.
+//
+// What it does not prevent (README, "Tenancy"): both racers' first steps
+// carry the same AWS names, so deleting the loser deletes them.
 func Claimed(c *spec.Config, xr scope.XR, roles []resource.Required) *field.Error {
+	cluster, _ := c.Tenant()
 	var own, holder *resource.Required
 	for i := range roles {
 		r := &roles[i]
@@ -60,6 +68,9 @@ func Claimed(c *spec.Config, xr scope.XR, roles []resource.Required) *field.Erro
 			own = r
 			continue
 		}
+		if !eligible(r, cluster) {
+			continue
+		}
 		if holder == nil || older(r, holder) {
 			holder = r
 		}
@@ -67,8 +78,27 @@ func Claimed(c *spec.Config, xr scope.XR, roles []resource.Required) *field.Erro
 	if holder == nil || (own != nil && older(own, holder)) {
 		return nil
 	}
+	by := ""
+	if ns := c.Owner.Namespace; ns == "" || slices.Contains(cluster.Namespaces, ns) {
+		by = " by " + heldBy(holder)
+	}
 	return field.Forbidden(field.NewPath("spec", "cluster", "name"),
-		fmt.Sprintf("cluster %q is already claimed by %s: one Karpenter per cluster", c.Spec.Cluster.Name, heldBy(holder)))
+		fmt.Sprintf("cluster %q is already claimed%s: one Karpenter per cluster", c.Spec.Cluster.Name, by))
+}
+
+// eligible tells whether a controller role may hold cluster: it was composed
+// for an XR (Crossplane labels what it composes), of a namespace the tenancy
+// gives the cluster to, or of no namespace (the platform's own XR).
+func eligible(role *resource.Required, cluster v1beta1.TenantCluster) bool {
+	l := role.Resource.GetLabels()
+	if l[compositeLabel] == "" {
+		return false
+	}
+	ns := role.Resource.GetNamespace() // a namespaced XR's
+	if ns == "" {
+		ns = l[claimNamespaceLabel] // a claim's; empty for the platform's XR
+	}
+	return ns == "" || slices.Contains(cluster.Namespaces, ns)
 }
 
 // heldBy names who holds a cluster: the claim, or the XR, its role was
