@@ -147,10 +147,15 @@ func stepNames(i int) []string {
 	return out
 }
 
+// lease is the composed resource by which a request holds its cluster: composed first, alone
+// until its request holds the cluster (internal/sequence's Settle after its creation), then with
+// everything.
+const lease = "cluster-lease"
+
 // throughRound is every composed resource name of the steps before i and of rounds 0..r of
-// step i, and of what appears with them: the steps after a step beside, the observers.
+// step i, and of what appears with them: the lease, the steps after a step beside, the observers.
 func throughRound(i, r int) []string {
-	var out []string
+	out := []string{lease}
 	for j := range i {
 		out = append(out, stepNames(j)...)
 	}

@@ -632,11 +632,20 @@ func observeOnly(u *unstructured.Unstructured) bool {
 // holds one once its Flux applied the nodes Kustomization (the test made that Object Ready):
 // spec.limits as the Kustomization's patch for that pool sets them, and the status its Karpenter
 // reports (w.pool: nodes and the CPU and memory they provide; an empty pool when nil); Ready and
-// Synced True (no readiness policy: SuccessfulCreate). Until then, or of any other kind, the
+// Synced True (no readiness policy: SuccessfulCreate). The kube-system Namespace (a lease's)
+// always exists. Until then, or of any other kind, the
 // object does not exist, and the managed reconciler of crossplane-runtime refuses to create it:
 // Synced=False "observe failed: external resource does not exist", nothing at atProvider.
 func (f *fakeProvider) observeOnlyStatus(u *unstructured.Unstructured, manifest map[string]any, w want, nodes *unstructured.Unstructured) map[string]any {
 	absent := map[string]any{"conditions": []any{xpCondition("Synced", "False", "ReconcileError", "observe failed: external resource does not exist")}}
+	if name, _, _ := unstructured.NestedString(manifest, "metadata", "name"); manifest["kind"] == "Namespace" && name == "kube-system" {
+		// A lease: every cluster has kube-system.
+		obj := (&unstructured.Unstructured{Object: manifest}).DeepCopy()
+		obj.SetUID(types.UID("remote-kube-system"))
+		obj.Object["status"] = map[string]any{"phase": "Active"}
+		return map[string]any{"atProvider": map[string]any{"manifest": obj.Object},
+			"conditions": []any{xpCondition("Ready", "True", "Available", ""), xpCondition("Synced", "True", "ReconcileSuccess", "")}}
+	}
 	if manifest["kind"] != "NodePool" || nodes == nil || nodes.GetDeletionTimestamp() != nil {
 		return absent
 	}

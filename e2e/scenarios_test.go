@@ -408,7 +408,8 @@ func walk(t *testing.T, overrides map[string]want, done func() bool, cs ...*karp
 // provider config (a ProviderConfig, or for the namespaced XR a ClusterProviderConfig, of the
 // same name), no Kustomization names a kubeconfig (the claimed cluster's own Flux applies it) and
 // each is named after the cluster, and every resource (and every manifest an Object applies) is
-// labelled with the cluster; an observe-only Object names a NodePool and applies nothing.
+// labelled with the cluster; an observe-only Object names a NodePool (the lease: the kube-system
+// Namespace) and applies nothing.
 func assertDelivery(t *testing.T, resources map[string]*unstructured.Unstructured, cluster string) {
 	t.Helper()
 	for _, n := range sortedKeys(resources) {
@@ -424,8 +425,12 @@ func assertDelivery(t *testing.T, resources map[string]*unstructured.Unstructure
 			if observeOnly(u) {
 				// It writes nothing to the claimed cluster, only names what it reads there.
 				m, _, _ := unstructured.NestedMap(u.Object, "spec", "forProvider", "manifest")
-				if m["apiVersion"] != "karpenter.sh/v1" || m["kind"] != "NodePool" || m["spec"] != nil {
-					t.Errorf("Object %s (%s): observe-only, it must name a karpenter.sh/v1 NodePool and carry nothing to apply, got %v", u.GetName(), n, m)
+				want := map[string]any{"apiVersion": "karpenter.sh/v1", "kind": "NodePool"}
+				if n == lease {
+					want = map[string]any{"apiVersion": "v1", "kind": "Namespace"} // kube-system, read only
+				}
+				if m["apiVersion"] != want["apiVersion"] || m["kind"] != want["kind"] || m["spec"] != nil {
+					t.Errorf("Object %s (%s): observe-only, it must name a %s %s and carry nothing to apply, got %v", u.GetName(), n, want["apiVersion"], want["kind"], m)
 				}
 				continue
 			}

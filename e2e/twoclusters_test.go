@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -148,11 +149,11 @@ func testTwoClusters(t *testing.T, a *api) {
 }
 
 // Scenario 5, across the APIs at once: a namespaced XR from team-c and a claim from team-a ask for
-// prod-eu back to back, before either has composed anything. Both may compose their controller
-// role before either sees the other's; the one whose role is older keeps the cluster. Exactly
-// one holds it (Accepted), the other is refused naming the holder and composes nothing more: the
-// holder moves on to step two once its first step is Ready, the refused one never gets past its
-// first.
+// prod-eu back to back, in the same instant. Each composes its lease first, and nothing in AWS
+// until it holds the cluster. Exactly one holds it (ClusterHeld, Accepted); the other is refused
+// naming the holder, and has composed its lease alone. The holder walks to Ready; deleting the
+// refused one then deletes its lease alone, and the holder stays Ready with every AWS identity
+// and every composed resource as they were.
 func TestOneKarpenterPerCluster(t *testing.T) {
 	timed(t)
 	both := []*karpenter{
@@ -163,8 +164,9 @@ func TestOneKarpenterPerCluster(t *testing.T) {
 	settled := func() bool {
 		holder, refused = nil, nil
 		for _, c := range both {
-			switch accepted := c.condition("Accepted"); {
-			case accepted["status"] == "True":
+			held, accepted := c.condition("ClusterHeld"), c.condition("Accepted")
+			switch {
+			case held["status"] == "True" && accepted["status"] == "True":
 				holder = c
 			case accepted["status"] == "False" && accepted["reason"] == "Refused":
 				refused = c
@@ -172,30 +174,42 @@ func TestOneKarpenterPerCluster(t *testing.T) {
 		}
 		return holder != nil && refused != nil
 	}
-	if err := waitFor(t.Context(), react, "one of them Accepted, the other Refused", func() (bool, error) { return settled(), nil }); err != nil {
+	if err := waitFor(t.Context(), react, "one of them holding prod-eu, the other Refused", func() (bool, error) { return settled(), nil }); err != nil {
 		t.Fatalf("%v\n%s%s", err, both[0].describe(), both[1].describe())
 	}
 	t.Logf("%s holds prod-eu; %s is refused: %s", holder, refused, refused.condition("Accepted")["message"])
 	refused.waitCondition("Accepted", "False", react, "already claimed", `"prod-eu"`, holder.ns+"/"+holder.name)
-
-	holder.waitComposed(throughStep(0), react)
-	holder.markReady(stepNames(0)...)
-	holder.waitComposed(throughStep(1), converge)
-	if !settled() || holder.condition("Accepted")["status"] != "True" {
-		t.Errorf("once the holder moved on, still want it Accepted and the other refused:\n%s%s", holder.describe(), refused.describe())
-	}
-	resources, usages := refused.composed()
-	for _, n := range sortedKeys(resources) {
-		if !slices.Contains(stepNames(0), n) {
-			t.Errorf("the refused %s composed %s, beyond its first step", refused, n)
+	checkLeaseOnly := func(when string) {
+		resources, usages := refused.composed()
+		if !equalSets(sortedKeys(resources), []string{lease}) || len(usages) != 0 {
+			t.Errorf("%s: the refused %s must have composed its lease alone, has %v and Usages %v", when, refused, sortedKeys(resources), sortedKeys(usages))
 		}
 	}
-	if len(usages) != 0 {
-		t.Errorf("the refused %s composed Usages %v", refused, sortedKeys(usages))
+	checkLeaseOnly("refused")
+
+	walkToReady(t, holder)
+	if !settled() {
+		t.Errorf("once the holder is Ready, still want it holding and the other refused:\n%s%s", holder.describe(), refused.describe())
 	}
+	checkLeaseOnly("with the holder Ready")
 	if ready := refused.condition("Ready"); ready == nil || ready["status"] != "False" {
 		t.Errorf("the refused %s must be Ready=False, got %v", refused, ready)
 	}
+	before, _ := holder.composed()
+	ids := awsIdentities(t, before)
+
+	deletions := refused.deleteAndWait()
+	for _, d := range deletions {
+		if d.xr != refused.xr || d.name != lease {
+			t.Errorf("deleting the refused %s deleted %s (%s)", refused, d.name, d.kind)
+		}
+	}
+	assertUntouched(t, holder, before, deletions)
+	after, _ := holder.composed()
+	if got := awsIdentities(t, after); !maps.Equal(got, ids) {
+		t.Errorf("the holder's AWS identities changed when the refused %s was deleted:\nbefore %v\nafter  %v", refused, ids, got)
+	}
+	t.Logf("deleting the refused %s deleted %d object (its lease); %s is Ready with its %d AWS identities", refused, len(deletions), holder, len(ids))
 }
 
 // assertUntouched checks that a Ready request still has exactly the resources it had (same UIDs,

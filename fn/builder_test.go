@@ -202,7 +202,7 @@ func (b *requestBuilder) observing(objs map[resource.Name]map[string]any) *reque
 // function's others then resolve to nothing found.
 func (b *requestBuilder) requiring(name string, objs ...map[string]any) *requestBuilder {
 	if b.required == nil {
-		b.required = map[string][]map[string]any{claimRoles: nil, namespacedRoles: nil}
+		b.required = map[string][]map[string]any{claimRoles: nil, namespacedRoles: nil, claimLeases: nil, namespacedLeases: nil}
 	}
 	b.required[name] = objs
 	return b

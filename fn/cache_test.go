@@ -34,8 +34,8 @@ func TestFirstCallAsksOnly(t *testing.T) {
 	if len(first.GetConditions()) != 0 || len(first.GetResults()) != 0 {
 		t.Errorf("the first call says more than its requirements: %v %v", first.GetConditions(), first.GetResults())
 	}
-	if got := len(first.GetRequirements().GetResources()); got != 2 {
-		t.Errorf("the first call requires %d resources, want the roles of both APIs", got)
+	if got := len(first.GetRequirements().GetResources()); got != 4 {
+		t.Errorf("the first call requires %d resources, want the roles and leases of both APIs", got)
 	}
 	rsp, calls, err := fetching(context.Background(), f.RunFunction, aRequest(t).observing(all).build())
 	if err != nil {

@@ -148,18 +148,23 @@ func (f *Function) compose(req *fnv1.RunFunctionRequest) (rsp *fnv1.RunFunctionR
 	cfg.XR = xr
 	cfg.AccessCheckRun = oxr.Resource.GetAnnotations()[cluster.RunAnnotation]
 
-	// Which XRs hold the cluster: asked of Crossplane on every call, judged
-	// once it answered.
+	// Which XRs hold or ask for the cluster: asked of Crossplane on every
+	// call, judged once it answered.
 	rsp.Requirements = &fnv1.Requirements{Resources: tenancy.Requirements(cfg)}
-	var roles []resource.Required
+	var roles, leases []resource.Required
 	resolved := true
 	for name := range rsp.Requirements.Resources {
 		found, ok, err := request.GetRequiredResource(req, name)
 		if err != nil {
-			response.Fatal(rsp, errors.Wrap(err, "cannot read the cluster's controller roles"))
+			response.Fatal(rsp, errors.Wrap(err, "cannot read the cluster's controller roles and leases"))
 			return rsp, composed
 		}
-		roles, resolved = append(roles, found...), resolved && ok
+		if tenancy.IsLeaseRequirement(name) {
+			leases = append(leases, found...)
+		} else {
+			roles = append(roles, found...)
+		}
+		resolved = resolved && ok
 	}
 	if !resolved {
 		// Crossplane calls again, in the same reconcile, with the answer,
@@ -174,7 +179,8 @@ func (f *Function) compose(req *fnv1.RunFunctionRequest) (rsp *fnv1.RunFunctionR
 		return rsp, composed
 	}
 	errs = append(tenancy.Check(cfg, cfg.Owner.Namespace), awsres.CheckIdentity(cfg, observed)...)
-	if e := tenancy.Claimed(cfg, xr, roles); e != nil {
+	hold, e := tenancy.Holds(cfg, xr, roles, leases, observed, f.now())
+	if e != nil {
 		errs = append(errs, e)
 	}
 	plan, e := upgrade.Decide(cfg, observed)
@@ -191,7 +197,7 @@ func (f *Function) compose(req *fnv1.RunFunctionRequest) (rsp *fnv1.RunFunctionR
 	}
 	clusterLabels := map[string]string{spec.ClusterLabel: spec.KubernetesName(cfg.Spec.Cluster.Name)}
 	reported := awsres.ReadObserved(observed)
-	out, err := sequence.Run(sequence.Steps(cfg, reported, plan.Parts, observed), observed, clusterLabels)
+	out, err := sequence.Run(sequence.Steps(cfg, reported, plan.Parts, observed, hold), observed, clusterLabels)
 	if err != nil {
 		response.Fatal(rsp, err)
 		return rsp, composed
@@ -247,7 +253,12 @@ func (f *Function) compose(req *fnv1.RunFunctionRequest) (rsp *fnv1.RunFunctionR
 		return rsp, kind
 	}
 
-	for _, c := range append(out.Conditions, versionCondition(plan), poolsOf(poolsCondition)) {
+	conditions := append(out.Conditions, versionCondition(plan), poolsOf(poolsCondition))
+	if hold.Held {
+		conditions = append(conditions, sequence.Condition{Type: sequence.ConditionHeld, Ready: true, Reason: sequence.ReasonAvailable,
+			Message: fmt.Sprintf("this %s holds cluster %q", cfg.XR.API.XR.Kind, cfg.Spec.Cluster.Name)})
+	}
+	for _, c := range conditions {
 		setCondition(rsp, c)
 		if changed(oxr.Resource.GetCondition(xpv1.ConditionType(c.Type)), c) {
 			// Events only on transitions: a claim that waits for minutes

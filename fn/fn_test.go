@@ -44,6 +44,7 @@ var (
 // and no upgrade under way.
 func wantConditions(ready int, first string) map[string]cond {
 	out := map[string]cond{
+		"ClusterHeld":       {fnv1.Status_STATUS_CONDITION_TRUE, "Available"},
 		"Accepted":          {fnv1.Status_STATUS_CONDITION_TRUE, "Accepted"},
 		"VersionReady":      {fnv1.Status_STATUS_CONDITION_TRUE, "Current"},
 		"PoolsWithinLimits": {fnv1.Status_STATUS_CONDITION_UNKNOWN, "NotObservedYet"},
@@ -208,13 +209,16 @@ func (r round) check(t *testing.T, name string, rsp *fnv1.RunFunctionResponse) {
 	if msg := fatal(rsp); msg != "" {
 		t.Fatalf("%s: fatal result: %s", name, msg)
 	}
-	if diff := cmp.Diff(r.desired, desiredNames(rsp)); diff != "" {
+	// Every round but the first holds the cluster: its lease, Ready
+	// whatever it reports, comes with whatever else is desired.
+	desired, ready := union(r.desired, []string{"cluster-lease"}), union(r.ready, []string{"cluster-lease"})
+	if diff := cmp.Diff(desired, desiredNames(rsp)); diff != "" {
 		t.Fatalf("%s: desired resources (-want +got):\n%s", name, diff)
 	}
 	if diff := cmp.Diff(union(r.usages), usageNames(rsp), cmpopts.EquateEmpty()); diff != "" {
 		t.Errorf("%s: usages (-want +got):\n%s", name, diff)
 	}
-	if diff := cmp.Diff(r.ready, readyNames(rsp), cmpopts.EquateEmpty()); diff != "" {
+	if diff := cmp.Diff(ready, readyNames(rsp), cmpopts.EquateEmpty()); diff != "" {
 		t.Errorf("%s: ready resources (-want +got):\n%s", name, diff)
 	}
 	if diff := cmp.Diff(r.conditions, conditionsOf(rsp)); diff != "" {
@@ -259,8 +263,21 @@ func walkToReady(t *testing.T, a api) {
 		return rsp
 	}
 
+	// Nothing exists: the lease alone, which the XR must hold its cluster
+	// by before anything in AWS is composed.
 	rsp := call(nil)
-	round{desired: step1, conditions: installing(wantConditions(0, "Creating"))}.check(t, "nothing exists", rsp)
+	if got := desiredNames(rsp); !cmp.Equal(got, []string{"cluster-lease"}) {
+		t.Fatalf("nothing exists: desired %v, want the lease alone", got)
+	}
+	waiting := installing(wantConditions(0, "WaitingForPrerequisites"))
+	waiting["ClusterHeld"] = cond{fnv1.Status_STATUS_CONDITION_FALSE, "Creating"}
+	if diff := cmp.Diff(waiting, conditionsOf(rsp)); diff != "" {
+		t.Errorf("nothing exists: conditions (-want +got):\n%s", diff)
+	}
+	// The fakes report no creationTimestamp: the lease counts as old
+	// enough at once (internal/tenancy's tests hold the wait).
+	rsp = call(aws.observe(rsp, false))
+	round{desired: step1, conditions: installing(wantConditions(0, "Creating"))}.check(t, "lease exists", rsp)
 
 	observed := aws.observe(rsp, false)
 	rsp = call(observed)
@@ -406,7 +423,7 @@ func conditionMessage(rsp *fnv1.RunFunctionResponse, typ string) string {
 
 func TestProviderErrorReachesTheClaim(t *testing.T) {
 	aws := fakeProviders{t: t, account: account}
-	observed := aws.observe(run(t, aRequest(t).build()), false)
+	observed := aws.firstStep(aRequest(t), false)
 	observed["controller-role"] = failing(observed["controller-role"], "AccessDenied: not authorized to perform iam:CreateRole")
 
 	rsp := run(t, aRequest(t).observing(observed).build())
@@ -433,14 +450,15 @@ func TestEventsOnlyOnTransitions(t *testing.T) {
 		want   int
 	}{
 		"FirstCall": {
-			reason: "A new XR shows no step conditions: each step's state, and its version's, is news.",
+			reason: "A new XR shows no step conditions: each step's state (its lease's first), and its version's, is news.",
 			req:    aRequest(t).build(),
-			want:   8,
+			want:   9,
 		},
 		"NothingChanged": {
 			reason: "The XR already shows every step as it is: no event.",
 			req: aRequest(t).
-				withXRCondition("IdentityAndQueueReady", "False", "Creating").
+				withXRCondition("ClusterHeld", "False", "Creating").
+				withXRCondition("IdentityAndQueueReady", "False", "WaitingForPrerequisites").
 				withXRCondition("InterruptionWiringReady", "False", "WaitingForPrerequisites").
 				withXRCondition("AccessCheckReady", "False", "WaitingForPrerequisites").
 				withXRCondition("ControllerReady", "False", "WaitingForPrerequisites").
@@ -453,6 +471,7 @@ func TestEventsOnlyOnTransitions(t *testing.T) {
 		"OneStepChanged": {
 			reason: "Only the step whose state differs from the XR's gets an event.",
 			req: aRequest(t).
+				withXRCondition("ClusterHeld", "False", "Creating").
 				withXRCondition("IdentityAndQueueReady", "True", "Available").
 				withXRCondition("InterruptionWiringReady", "False", "WaitingForPrerequisites").
 				withXRCondition("AccessCheckReady", "False", "WaitingForPrerequisites").
@@ -560,7 +579,7 @@ func TestBadInputComposesNothing(t *testing.T) {
 // TestQueuePolicyNamesTheObservedRules reads the composed queue policy as data.
 func TestQueuePolicyNamesTheObservedRules(t *testing.T) {
 	aws := fakeProviders{t: t, account: account}
-	observed := aws.observe(run(t, aRequest(t).build()), true)
+	observed := aws.firstStep(aRequest(t), true)
 	rsp := run(t, aRequest(t).observing(observed).build())
 
 	qp := rsp.GetDesired().GetResources()["interruption-queue-policy"].GetResource().AsMap()

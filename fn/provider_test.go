@@ -28,6 +28,14 @@ func (p fakeProviders) observe(rsp *fnv1.RunFunctionResponse, ready bool) map[re
 	return out
 }
 
+// firstStep is what exists once b's XR holds its cluster and its first
+// step was created (Ready or not): its lease, then step one.
+func (p fakeProviders) firstStep(b *requestBuilder, ready bool) map[resource.Name]map[string]any {
+	p.t.Helper()
+	lease := p.observe(run(p.t, b.build()), true)
+	return p.observe(run(p.t, b.observing(lease).build()), ready)
+}
+
 // created is one resource after its controller created it: provider-aws
 // for managed resources, provider-kubernetes for the Objects, with what the
 // claimed cluster (its Kubernetes, its Flux) reports of their manifests.

@@ -210,7 +210,7 @@ func checkDecision(t *testing.T, reason, want string, rsp *fnv1.RunFunctionRespo
 // whose AWS resources exist: refused, and nothing is dropped.
 func TestIdentityIsImmutable(t *testing.T) {
 	aws := fakeProviders{t: t, account: account}
-	observed := aws.observe(run(t, aRequest(t).build()), true)
+	observed := aws.firstStep(aRequest(t), true)
 	eu2 := declared("prod-eu2", account, region, "team-a")
 	tenancy := []any{declared(clusterName, account, region, "team-a"), eu2}
 	cases := map[string]struct {
@@ -251,8 +251,10 @@ func TestIdentityIsImmutable(t *testing.T) {
 
 // The requirements the function asks for: the controller roles of each API.
 const (
-	claimRoles      = "cluster-controller-roles-claim"
-	namespacedRoles = "cluster-controller-roles-namespaced"
+	claimRoles       = "cluster-controller-roles-claim"
+	namespacedRoles  = "cluster-controller-roles-namespaced"
+	claimLeases      = "cluster-leases-claim"
+	namespacedLeases = "cluster-leases-namespaced"
 )
 
 // namespacedRole is a controller role for prod-eu as Crossplane labels it
@@ -375,17 +377,22 @@ func TestOneKarpenterPerCluster(t *testing.T) {
 			rsp := run(t, tc.req.build())
 			checkDecision(t, tc.reason, tc.want, rsp)
 			// Every answer asks again, so a rival that appears later is seen.
-			// Roles of both APIs, the namespaced ones in every namespace, so
-			// a claim and a namespaced XR see each other.
-			wantLabels := map[string]string{"socle.do-now.io/cluster": "prod-eu", "socle.do-now.io/composition-resource": "controller-role"}
+			// Roles and leases of both APIs, the namespaced ones in every
+			// namespace, so a claim and a namespaced XR see each other.
 			reqs := rsp.GetRequirements().GetResources()
-			if len(reqs) != 2 {
-				t.Errorf("requirements %v, want the roles of both APIs", reqs)
+			if len(reqs) != 4 {
+				t.Errorf("requirements %v, want the roles and leases of both APIs", reqs)
 			}
-			for key, apiVersion := range map[string]string{claimRoles: "iam.aws.upbound.io/v1beta1", namespacedRoles: "iam.aws.m.upbound.io/v1beta1"} {
+			for key, want := range map[string][3]string{
+				claimRoles:       {"iam.aws.upbound.io/v1beta1", "Role", "controller-role"},
+				namespacedRoles:  {"iam.aws.m.upbound.io/v1beta1", "Role", "controller-role"},
+				claimLeases:      {"kubernetes.crossplane.io/v1alpha2", "Object", "cluster-lease"},
+				namespacedLeases: {"kubernetes.m.crossplane.io/v1alpha1", "Object", "cluster-lease"},
+			} {
 				sel := reqs[key]
-				if sel.GetApiVersion() != apiVersion || sel.GetKind() != "Role" || sel.GetNamespace() != "" || !cmp.Equal(wantLabels, sel.GetMatchLabels().GetLabels()) {
-					t.Errorf("requirement %s %v, want the %s Roles labelled %v in every namespace", key, sel, apiVersion, wantLabels)
+				wantLabels := map[string]string{"socle.do-now.io/cluster": "prod-eu", "socle.do-now.io/composition-resource": want[2]}
+				if sel.GetApiVersion() != want[0] || sel.GetKind() != want[1] || sel.GetNamespace() != "" || !cmp.Equal(wantLabels, sel.GetMatchLabels().GetLabels()) {
+					t.Errorf("requirement %s %v, want the %s %ss labelled %v in every namespace", key, sel, want[0], want[1], wantLabels)
 				}
 			}
 		})

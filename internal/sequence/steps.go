@@ -38,13 +38,15 @@ type Parts struct {
 	NotReady map[resource.Name]string
 }
 
-// Steps is the whole sequence for one XR, in order; o is what AWS reported
+// Steps is the whole sequence for one XR, in order, its lease first (h: does
+// the XR hold its cluster); o is what AWS reported
 // for step one, which step two is built from; p says what an upgrade
 // decided (step one always has the claim's version's policy, unless p
 // keeps another); observed is what exists. Every resource is built in the claim API's kinds and
 // composed as the XR's API composes it.
-func Steps(c *spec.Config, o awsres.Observed, p Parts, observed map[resource.Name]resource.ObservedComposed) []Step {
+func Steps(c *spec.Config, o awsres.Observed, p Parts, observed map[resource.Name]resource.ObservedComposed, h Hold) []Step {
 	steps := []Step{
+		leaseStep(c, h),
 		{
 			Condition: IdentityReady,
 			Build:     func() (map[resource.Name]runtime.Object, error) { return awsres.Identity(c) },
@@ -86,7 +88,9 @@ func Steps(c *spec.Config, o awsres.Observed, p Parts, observed map[resource.Nam
 		steps = slices.DeleteFunc(steps, func(s Step) bool { return s.Condition == MonitoringReady })
 	}
 	for i := range steps {
-		steps[i].NotReady = p.NotReady
+		if steps[i].NotReady == nil {
+			steps[i].NotReady = p.NotReady
+		}
 		build := steps[i].Build
 		steps[i].Build = func() (map[resource.Name]runtime.Object, error) {
 			objs, err := build()

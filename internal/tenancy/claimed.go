@@ -27,48 +27,51 @@ const (
 // the controller roles composed for the claimed cluster by that API's XRs.
 func Requirement(api scope.API) string { return "cluster-controller-roles-" + api.Key }
 
-// Requirements selects, for every API, every controller role composed for
-// c's cluster: one cluster holds one Karpenter, whichever API asked for it,
-// so another XR's role means the cluster is taken. A namespaced role is
-// looked for in every namespace.
+// Requirements selects, for every API, every controller role and every
+// lease composed for c's cluster: one cluster holds one Karpenter,
+// whichever API asked for it. A namespaced one is looked for in every
+// namespace.
 func Requirements(c *spec.Config) map[string]*fnv1.ResourceSelector {
-	out := make(map[string]*fnv1.ResourceSelector, len(scope.APIs))
+	out := make(map[string]*fnv1.ResourceSelector, 2*len(scope.APIs))
 	for _, api := range scope.APIs {
-		gv, _ := api.GroupVersion(scope.IAM) // every API composes the role
-		out[Requirement(api)] = &fnv1.ResourceSelector{
-			ApiVersion: gv.String(),
-			Kind:       iam.Role_Kind,
-			Match: &fnv1.ResourceSelector_MatchLabels{MatchLabels: &fnv1.MatchLabels{Labels: map[string]string{
-				spec.ClusterLabel:      spec.KubernetesName(c.Spec.Cluster.Name),
-				sequence.ResourceLabel: string(awsres.ControllerRole),
-			}}},
+		for name, what := range map[string]struct {
+			built, kind string
+			resource    resource.Name
+		}{
+			Requirement(api):      {scope.IAM, iam.Role_Kind, awsres.ControllerRole}, // every API composes the role
+			LeaseRequirement(api): {scope.Kubernetes, scope.ObjectKind, sequence.Lease},
+		} {
+			gv, _ := api.GroupVersion(what.built)
+			out[name] = &fnv1.ResourceSelector{
+				ApiVersion: gv.String(),
+				Kind:       what.kind,
+				Match: &fnv1.ResourceSelector_MatchLabels{MatchLabels: &fnv1.MatchLabels{Labels: map[string]string{
+					spec.ClusterLabel:      spec.KubernetesName(c.Spec.Cluster.Name),
+					sequence.ResourceLabel: string(what.resource),
+				}}},
+			}
 		}
 	}
 	return out
 }
 
 // Claimed refuses xr when another XR, of either API, already holds its
-// cluster: roles are the controller roles Requirements found. Two XRs
-// created at once may both have a role for a moment; the one whose role is
-// older keeps the cluster, the other is refused and composes nothing more.
-// Only a role composed for a namespace the tenancy gives the cluster to (or
-// for the platform's own XR) counts: a labelled Role anywhere else cannot
-// squat the cluster. The holder is named only to those namespaces.
-//
-// What it does not prevent (README, "Tenancy"): both racers' first steps
-// carry the same AWS names, so deleting the loser deletes them.
+// cluster by a controller role: roles are those Requirements found. Only a
+// role composed for a namespace the tenancy gives the cluster to (or for
+// the platform's own XR) counts: a labelled Role anywhere else cannot squat
+// the cluster. Two XRs that composed a role before leases existed keep the
+// old rule: the older role holds. The holder is named only to the
+// namespaces the tenancy gives the cluster to.
 func Claimed(c *spec.Config, xr scope.XR, roles []resource.Required) *field.Error {
-	cluster, _ := c.Tenant()
+	tc, _ := c.Tenant()
 	var own, holder *resource.Required
 	for i := range roles {
 		r := &roles[i]
-		// An XR's role is in its namespace (none for a cluster-scoped XR),
-		// so two namespaced XRs of one name are told apart.
-		if r.Resource.GetLabels()[compositeLabel] == xr.Name && r.Resource.GetNamespace() == xr.Namespace {
+		if ownedBy(r, xr) {
 			own = r
 			continue
 		}
-		if !eligible(r, cluster) {
+		if !eligible(r, tc) {
 			continue
 		}
 		if holder == nil || older(r, holder) {
@@ -78,43 +81,52 @@ func Claimed(c *spec.Config, xr scope.XR, roles []resource.Required) *field.Erro
 	if holder == nil || (own != nil && older(own, holder)) {
 		return nil
 	}
+	return refusal(c, tc, holder)
+}
+
+// refusal refuses c's cluster, held by what holder was composed for, which
+// it names only to namespaces the tenancy gives the cluster to.
+func refusal(c *spec.Config, tc v1beta1.TenantCluster, holder *resource.Required) *field.Error {
 	by := ""
-	if ns := c.Owner.Namespace; ns == "" || slices.Contains(cluster.Namespaces, ns) {
+	if ns := c.Owner.Namespace; ns == "" || slices.Contains(tc.Namespaces, ns) {
 		by = " by " + heldBy(holder)
 	}
 	return field.Forbidden(field.NewPath("spec", "cluster", "name"),
 		fmt.Sprintf("cluster %q is already claimed%s: one Karpenter per cluster", c.Spec.Cluster.Name, by))
 }
 
-// eligible tells whether a controller role may hold cluster: it was composed
-// for an XR (Crossplane labels what it composes), of a namespace the tenancy
-// gives the cluster to, or of no namespace (the platform's own XR).
-func eligible(role *resource.Required, cluster v1beta1.TenantCluster) bool {
-	l := role.Resource.GetLabels()
+// eligible tells whether a controller role or a lease may hold cluster: it
+// was composed for an XR (Crossplane labels what it composes), of a
+// namespace the tenancy gives the cluster to, or of no namespace (the
+// platform's own XR).
+func eligible(holder *resource.Required, cluster v1beta1.TenantCluster) bool {
+	l := holder.Resource.GetLabels()
 	if l[compositeLabel] == "" {
 		return false
 	}
-	ns := role.Resource.GetNamespace() // a namespaced XR's
+	ns := holder.Resource.GetNamespace() // a namespaced XR's
 	if ns == "" {
 		ns = l[claimNamespaceLabel] // a claim's; empty for the platform's XR
 	}
 	return ns == "" || slices.Contains(cluster.Namespaces, ns)
 }
 
-// heldBy names who holds a cluster: the claim, or the XR, its role was
-// composed for.
-func heldBy(role *resource.Required) string {
-	l := role.Resource.GetLabels()
+// heldBy names who holds a cluster: the claim, or the XR, its role or lease
+// was composed for.
+func heldBy(holder *resource.Required) string {
+	l := holder.Resource.GetLabels()
 	if l[claimNameLabel] != "" {
 		return fmt.Sprintf("claim %s/%s", l[claimNamespaceLabel], l[claimNameLabel])
 	}
 	kind := "XR"
 	for _, api := range scope.APIs {
-		if gv, _ := api.GroupVersion(scope.IAM); gv.String() == role.Resource.GetAPIVersion() {
-			kind = api.XR.Kind
+		for _, built := range []string{scope.IAM, scope.Kubernetes} { // a role, a lease
+			if gv, _ := api.GroupVersion(built); gv.String() == holder.Resource.GetAPIVersion() {
+				kind = api.XR.Kind
+			}
 		}
 	}
-	if ns := role.Resource.GetNamespace(); ns != "" {
+	if ns := holder.Resource.GetNamespace(); ns != "" {
 		return fmt.Sprintf("%s %s/%s", kind, ns, l[compositeLabel])
 	}
 	return fmt.Sprintf("%s %s", kind, l[compositeLabel])

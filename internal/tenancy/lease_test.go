@@ -1,0 +1,183 @@
+package tenancy
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/crossplane/function-sdk-go/resource"
+	"github.com/crossplane/function-sdk-go/resource/composed"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/do-now/function-karpenter/apis/input/v1beta1"
+	"github.com/do-now/function-karpenter/apis/v1alpha1"
+	"github.com/do-now/function-karpenter/internal/scope"
+	"github.com/do-now/function-karpenter/internal/sequence"
+	"github.com/do-now/function-karpenter/internal/spec"
+)
+
+var now = time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+
+// config is team-a's claim for prod-eu, which the tenancy gives to team-a and
+// team-c.
+func config(namespace string) *spec.Config {
+	return &spec.Config{
+		Spec:  v1alpha1.XKarpenterSpec{Cluster: v1alpha1.Cluster{Name: "prod-eu"}},
+		Owner: spec.Owner{Namespace: namespace, Name: "karpenter"},
+		Input: v1beta1.Input{Tenancy: &v1beta1.Tenancy{Clusters: []v1beta1.TenantCluster{
+			{Name: "prod-eu", Namespaces: []string{"team-a", "team-c"}},
+		}}},
+	}
+}
+
+// lease is the lease of XR xr, claimed from namespace (empty: the
+// platform's own XR), created at created.
+func lease(xr, namespace string, created time.Time) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion(scope.Kubernetes)
+	u.SetKind(scope.ObjectKind)
+	u.SetName(xr + "-lease")
+	u.SetCreationTimestamp(metav1.NewTime(created))
+	l := map[string]string{compositeLabel: xr, sequence.ResourceLabel: string(sequence.Lease)}
+	if namespace != "" {
+		l[claimNamespaceLabel], l[claimNameLabel] = namespace, "karpenter"
+	}
+	u.SetLabels(l)
+	return u
+}
+
+func required(us ...*unstructured.Unstructured) []resource.Required {
+	out := make([]resource.Required, len(us))
+	for i, u := range us {
+		out[i] = resource.Required{Resource: u}
+	}
+	return out
+}
+
+// observing is what an XR observes of what it composed: its lease, and
+// the other composed resources named.
+func observing(own *unstructured.Unstructured, others ...resource.Name) map[resource.Name]resource.ObservedComposed {
+	out := map[resource.Name]resource.ObservedComposed{}
+	if own != nil {
+		out[sequence.Lease] = resource.ObservedComposed{Resource: &composed.Unstructured{Unstructured: *own}}
+	}
+	for _, n := range others {
+		out[n] = resource.ObservedComposed{Resource: composed.New()}
+	}
+	return out
+}
+
+// TestHolds: nothing in AWS is composed for an XR before it holds its
+// cluster, by the first lease among those the tenancy allows, once its own
+// has been seen long enough for a lease of the same instant to be seen too.
+func TestHolds(t *testing.T) {
+	self := scope.XR{API: scope.Claim, Name: "team-a-karpenter-x7k2p"}
+	own := func(age time.Duration) *unstructured.Unstructured { return lease(self.Name, "team-a", now.Add(-age)) }
+	cases := map[string]struct {
+		reason    string
+		namespace string
+		observed  map[resource.Name]resource.ObservedComposed
+		leases    []resource.Required
+		held      bool
+		waiting   string // what the XR waits for, when it neither holds nor is refused
+		refused   string // what the refusal says
+	}{
+		"NoLeaseYet": {
+			reason:  "The first call composes the lease; it is not observed yet.",
+			waiting: "its lease is not observed yet",
+		},
+		"LeaseTooYoung": {
+			reason:   "A lease of 5s: another of the same instant may not be seen yet.",
+			observed: observing(own(5 * time.Second)),
+			leases:   required(own(5 * time.Second)),
+			waiting:  "once its lease is 10s old",
+		},
+		"LeaseSettled": {
+			reason:   "Its lease is the only one, and old enough.",
+			observed: observing(own(11 * time.Second)),
+			leases:   required(own(11 * time.Second)),
+			held:     true,
+		},
+		"OwnLeaseNotListedYet": {
+			reason:   "Crossplane's answer may not list the XR's own lease yet: what it observes counts.",
+			observed: observing(own(11 * time.Second)),
+			held:     true,
+		},
+		"OlderLease": {
+			reason:   "team-c asked first: team-a's claim is refused, naming the holder to a namespace the cluster is given to.",
+			observed: observing(own(time.Minute)),
+			leases:   required(own(time.Minute), lease("team-c-karpenter-q9w8e", "team-c", now.Add(-2*time.Minute))),
+			refused:  `cluster "prod-eu" is already claimed by claim team-c/karpenter`,
+		},
+		"PlatformLease": {
+			reason:   "The platform's own XR asked first.",
+			observed: observing(own(time.Minute)),
+			leases:   required(own(time.Minute), lease("platform-karpenter", "", now.Add(-2*time.Minute))),
+			refused:  `already claimed by XKarpenter platform-karpenter`,
+		},
+		"SquatterOutsideTheTenancy": {
+			reason:   "A lease for a namespace the cluster is not given to holds nothing, however old.",
+			observed: observing(own(time.Minute)),
+			leases:   required(own(time.Minute), lease("team-z-karpenter-a1b2c", "team-z", now.Add(-time.Hour))),
+			held:     true,
+		},
+		"HolderKeepsIt": {
+			reason:   "An XR that composed more than its lease held the cluster, and keeps it, even against an older lease (its own re-created).",
+			observed: observing(own(time.Second), "controller-role"),
+			leases:   required(own(time.Second), lease("team-c-karpenter-q9w8e", "team-c", now.Add(-time.Minute))),
+			held:     true,
+		},
+		"HolderHiddenFromNonMember": {
+			reason:    "team-b, to which prod-eu is not given, does not learn who holds it.",
+			namespace: "team-b",
+			observed:  observing(own(time.Minute)),
+			leases:    required(own(time.Minute), lease("team-c-karpenter-q9w8e", "team-c", now.Add(-2*time.Minute))),
+			refused:   `cluster "prod-eu" is already claimed: one Karpenter per cluster`,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			ns := tc.namespace
+			if ns == "" {
+				ns = "team-a"
+			}
+			h, err := Holds(config(ns), self, nil, tc.leases, tc.observed, now)
+			switch {
+			case tc.refused != "":
+				if err == nil || !strings.Contains(err.Error(), tc.refused) {
+					t.Errorf("%s\nwant refused saying %q, got %v (held %v, waiting %q)", tc.reason, tc.refused, err, h.Held, h.Waiting)
+				}
+			case err != nil:
+				t.Errorf("%s\nrefused: %v", tc.reason, err)
+			case h.Held != tc.held || !strings.Contains(h.Waiting, tc.waiting) || (tc.held && h.Waiting != ""):
+				t.Errorf("%s\nheld %v waiting %q, want held %v waiting %q", tc.reason, h.Held, h.Waiting, tc.held, tc.waiting)
+			}
+		})
+	}
+}
+
+// TestSameInstant: two XRs whose leases were created in the same second
+// (creationTimestamp's resolution) each see both once theirs is settled:
+// exactly one holds the cluster, whichever asks first, and the other is
+// refused naming it.
+func TestSameInstant(t *testing.T) {
+	at := now.Add(-time.Minute)
+	a := scope.XR{API: scope.Claim, Name: "team-a-karpenter-x7k2p"}
+	c := scope.XR{API: scope.Namespaced, Namespace: "team-c", Name: "karpenter"}
+	la := lease(a.Name, "team-a", at)
+	lc := lease(c.Name, "", at)
+	lc.SetNamespace("team-c")
+	leases := required(la, lc)
+	ha, ea := Holds(config("team-a"), a, nil, leases, observing(la), now)
+	hc, ec := Holds(config("team-c"), c, nil, leases, observing(lc), now)
+	if ha.Held == hc.Held || (ea == nil) == (ec == nil) {
+		t.Fatalf("want exactly one holder: team-a held %v (%v), team-c held %v (%v)", ha.Held, ea, hc.Held, ec)
+	}
+	if !ha.Held && !strings.Contains(ea.Error(), "Karpenter team-c/karpenter") {
+		t.Errorf("team-a's refusal does not name the holder: %v", ea)
+	}
+	if !hc.Held && !strings.Contains(ec.Error(), "claim team-a/karpenter") {
+		t.Errorf("team-c's refusal does not name the holder: %v", ec)
+	}
+}
