@@ -149,6 +149,9 @@ type want struct {
 	// pool is, for an observe-only Object of a NodePool, what the claimed cluster's Karpenter
 	// reports of the pool once it exists: nil reports an empty pool (no node, nothing used).
 	pool *poolReport
+	// outOfBand is, for a Ready RolePolicy, a statement someone added to the document in AWS
+	// beside what the provider last gave it (in the console, say): AWS reports both.
+	outOfBand map[string]any
 }
 
 // A poolReport is what Karpenter reports in a NodePool's status: its nodes, and the CPU and
@@ -490,9 +493,24 @@ func (f *fakeProvider) report(ctx context.Context, k composedKind, u *unstructur
 		return f.patchStatus(ctx, k, u, status)
 	}
 	return f.patchStatus(ctx, k, u, map[string]any{
-		"atProvider": atProvider(u),
+		"atProvider": reported(u, w),
 		"conditions": []any{xpCondition("Ready", "True", "Available", ""), xpCondition("Synced", "True", "ReconcileSuccess", "")},
 	})
+}
+
+// reported is what provider-aws reports of a Ready managed resource: atProvider, with w's
+// out-of-band statement in a role policy's document.
+func reported(u *unstructured.Unstructured, w want) map[string]any {
+	at := atProvider(u)
+	if doc, ok := at["policy"].(string); ok && w.outOfBand != nil {
+		var d map[string]any
+		if json.Unmarshal([]byte(doc), &d) == nil {
+			d["Statement"] = append(d["Statement"].([]any), w.outOfBand)
+			b, _ := json.Marshal(d)
+			at["policy"] = string(b)
+		}
+	}
+	return at
 }
 
 // reports tells whether a managed resource's status already says what w says.
@@ -508,8 +526,10 @@ func reports(u *unstructured.Unstructured, w want) bool {
 	case unready:
 		return is(readyC, "False", "Unavailable", w.message) && !(w.dropARN && hasARN)
 	}
-	_, wantsARN := atProvider(u)["arn"]
-	return is(readyC, "True", "", "") && is(synced, "True", "", "") && (!wantsARN || arn != "")
+	at := reported(u, w)
+	_, wantsARN := at["arn"]
+	policy, _, _ := unstructured.NestedString(u.Object, "status", "atProvider", "policy")
+	return is(readyC, "True", "", "") && is(synced, "True", "", "") && (!wantsARN || arn != "") && (at["policy"] == nil || policy == at["policy"])
 }
 
 // kustomizationStatus is what the claimed cluster's kustomize-controller reports of a

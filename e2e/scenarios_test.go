@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -776,6 +777,44 @@ func TestUnreadyDeletesNothing(t *testing.T) {
 	}
 
 	c.markReady("controller-role", "controller-kustomization")
+	c.waitCondition("Ready", "True", react)
+}
+
+// A hostile change in AWS: someone adds "Action": "*" to the controller's role policy in the
+// console while the controller is not at its target (its HelmRelease failing), which is when the
+// function keeps the statements a new policy drops. AWS (the fake provider-aws) reports the
+// document with the statement; the document the function writes, as the API server holds the
+// RolePolicy's spec, never has it, so provider-aws puts back the function's own.
+func TestOutOfBandStatementNotKept(t *testing.T) {
+	timed(t)
+	c := newKarpenter(t, claimAPI, "team-a", "karpenter", "prod-eu")
+	c.walkToReady()
+	c.report(want{state: unready, message: "HelmRelease/karpenter/karpenter status: 'Failed'"}, "controller-kustomization")
+	c.waitCondition(steps[3].condition, "False", react, "HelmRelease/karpenter/karpenter status: 'Failed'")
+	console := map[string]any{"Sid": "Console", "Effect": "Allow", "Action": "*", "Resource": "*"}
+	c.report(want{state: ready, outOfBand: console}, "controller-role-policy")
+	c.wait(react, "AWS reporting the console's statement", func() (bool, error) {
+		res, _ := c.composed()
+		held, _, _ := unstructured.NestedString(res["controller-role-policy"].Object, "status", "atProvider", "policy")
+		return strings.Contains(held, `"Sid":"Console"`), nil
+	})
+	// A reconcile that observed it: the controller's new message on the claim comes from the
+	// same answer as the role policy's document Crossplane applied.
+	c.report(want{state: unready, message: "HelmRelease/karpenter/karpenter status: 'Failed' again"}, "controller-kustomization")
+	c.waitCondition(steps[3].condition, "False", react, "'Failed' again")
+	res, _ := c.composed()
+	wrote, _, _ := unstructured.NestedString(res["controller-role-policy"].Object, "spec", "forProvider", "policy")
+	var doc struct{ Statement []map[string]any }
+	if err := json.Unmarshal([]byte(wrote), &doc); err != nil || len(doc.Statement) == 0 {
+		t.Fatalf("the role policy's spec is not a policy document: %v", err)
+	}
+	for _, st := range doc.Statement {
+		if st["Action"] == "*" || st["Sid"] == "Console" {
+			t.Errorf("the function wrote the statement added in the console back into the role policy: %v", st)
+		}
+	}
+	t.Logf("AWS reports the console's statement; the function writes its own %d, none of them that one", len(doc.Statement))
+	c.markReady("controller-role-policy", "controller-kustomization")
 	c.waitCondition("Ready", "True", react)
 }
 
