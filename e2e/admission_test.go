@@ -3,6 +3,8 @@
 package e2e
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -12,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 )
@@ -136,4 +139,67 @@ func TestTenantAdmission(t *testing.T) {
 			t.Log(fmt.Sprintf("%d escapes refused at admission", len(cases)))
 		})
 	}
+}
+
+// TestCollidingClusterNames: a platform whose tenancy declares Prod_EU beside prod-eu, for
+// another tenant, would have both claims' labels, locks and provider-kubernetes config be
+// prod-eu, and IAM names are case-insensitive: team-b's Karpenter would go into team-a's cluster.
+// With the claim API's Composition so changed (and restored after), a claim for Prod_EU is
+// refused as Invalid, the message naming both entries, and composes nothing.
+func TestCollidingClusterNames(t *testing.T) {
+	timed(t)
+	_, comp, err := claimAPI.read("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := cp.apply(context.Background(), comp); err != nil {
+			t.Errorf("cannot restore %s: %v", claimAPI.composition, err)
+		}
+	})
+	changed := comp.DeepCopy()
+	pipeline, _, _ := unstructured.NestedSlice(changed.Object, "spec", "pipeline")
+	step := pipeline[0].(map[string]any)
+	clusters, _, _ := unstructured.NestedSlice(step, "input", "tenancy", "clusters")
+	clusters = append(clusters, map[string]any{
+		"name": "Prod_EU", "account": "444455556666", "region": "eu-west-3", "namespaces": []any{"team-b"},
+		"nodeIdentity": map[string]any{"roleArn": "arn:aws:iam::444455556666:role/prod-eu-nodes", "instanceProfile": "prod-eu-nodes"},
+	})
+	if err := unstructured.SetNestedSlice(step, clusters, "input", "tenancy", "clusters"); err != nil {
+		t.Fatal(err)
+	}
+	pipeline[0] = step
+	if err := unstructured.SetNestedSlice(changed.Object, pipeline, "spec", "pipeline"); err != nil {
+		t.Fatal(err)
+	}
+	if err := cp.apply(t.Context(), changed); err != nil {
+		t.Fatal(err)
+	}
+	// A new XR takes the Composition's latest revision: wait until it is the changed one, so
+	// the claim never composes under the old input.
+	revisions := schema.GroupVersionResource{Group: "apiextensions.crossplane.io", Version: "v1", Resource: "compositionrevisions"}
+	if err := waitFor(t.Context(), react, "the changed Composition's revision to be its latest", func() (bool, error) {
+		list, err := cp.dyn.Resource(revisions).List(t.Context(), metav1.ListOptions{LabelSelector: "crossplane.io/composition-name=" + comp.GetName()})
+		if err != nil {
+			return false, nil
+		}
+		var latest *unstructured.Unstructured
+		var highest int64
+		for i := range list.Items {
+			r := &list.Items[i]
+			if n, _, _ := unstructured.NestedInt64(r.Object, "spec", "revision"); latest == nil || n > highest {
+				latest, highest = r, n
+			}
+		}
+		if latest == nil {
+			return false, nil
+		}
+		b, err := json.Marshal(latest.Object["spec"])
+		return err == nil && strings.Contains(string(b), `"Prod_EU"`), nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	c := newKarpenter(t, claimAPI, "team-b", "karpenter", "Prod_EU")
+	c.assertRefused("the tenancy declares Prod_EU beside prod-eu", "Invalid",
+		fmt.Sprintf(`input.tenancy.clusters[%d].name: Invalid value: "Prod_EU": collides with "prod-eu"`, len(clusters)-1))
 }
