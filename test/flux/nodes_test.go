@@ -373,7 +373,7 @@ func buildsValidPools(t *testing.T, v versions.Version) {
 				"tenancy.clusters": []map[string]any{{
 					"name": exampleCluster, "account": "111122223333", "namespaces": []string{"team-a"}, "region": "eu-west-3",
 					"nodeIdentity": map[string]string{"roleArn": "arn:aws:iam::111122223333:role/prod-eu-bootstrap-nodes", "instanceProfile": "prod-eu-bootstrap-nodes"},
-					"pools": map[string]any{"minMemory": "32Gi", "allowed": map[string]any{"zones": []string{"eu-west-3c"}}},
+					"pools":        map[string]any{"minMemory": "32Gi", "allowed": map[string]any{"zones": []string{"eu-west-3c"}}},
 				}},
 			},
 			want: func(n *nodes) {
