@@ -23,7 +23,7 @@ func TestTenancy(t *testing.T) {
 		hidden []string
 	}{
 		"Allowed": {
-			reason: "team-a is declared for prod-eu.",
+			reason: "team-a is declared for prod-eu, and the claim repeats the region and node identity the platform declares for it.",
 			req:    aRequest(t),
 		},
 		"PlatformXRWithoutClaim": {
@@ -58,10 +58,6 @@ func TestTenancy(t *testing.T) {
 			reason: "A claimRef written into a namespaced XR's spec is no claim: the spec has no such field, and the XR's namespace decides.",
 			req:    aNamespacedRequest(t).withXRNamespace("team-b").withSpec("claimRef", map[string]any{"name": "karpenter", "namespace": "team-a"}),
 			want:   "spec.cluster.name: Forbidden: claims from namespace \"team-b\" may not target cluster \"prod-eu\"",
-		},
-		"PlatformFactsRepeated": {
-			reason: "A claim may repeat the region and node identity the platform declares for its cluster.",
-			req:    aRequest(t),
 		},
 		"PlatformFactsLeftUnset": {
 			reason: "A claim that leaves them unset gets the platform's.",

@@ -64,8 +64,9 @@ func Check(c *spec.Config, namespace string) field.ErrorList {
 // ceiling, a boundary added) never reaches it. The XRDs enforce the
 // Composition (enforcedCompositionRef); Crossplane itself writes
 // compositionRef and compositionRevisionRef, so those are not judged here.
-// Claims copy these fields to their XR (Crossplane v2.2.1
-// internal/xcrd/schemas.go, PropagateSpecProps).
+// Claims copy these fields to their XR (Crossplane v2.4.2
+// internal/controller/apiextensions/claim/syncer_ssa.go, which propagates
+// xcrd.PropagateSpecProps; compositionRef not when the XRD enforces one).
 func Pinned(xr map[string]any, api scope.API) field.ErrorList {
 	fields, _, _ := unstructured.NestedMap(xr, api.CrossplaneFields...)
 	p := field.NewPath(api.CrossplaneFields[0], api.CrossplaneFields[1:]...)
