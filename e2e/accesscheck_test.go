@@ -115,7 +115,7 @@ func awsRefusal(c check, cluster, region string) string {
 	case checkGroups:
 		return fmt.Sprintf("An error occurred (UnauthorizedOperation) when calling the DescribeSecurityGroups operation: You are not authorized to perform this operation. User: %s is not authorized to perform: ec2:DescribeSecurityGroups with an explicit deny in a service control policy", session)
 	case checkAMI:
-		return fmt.Sprintf("An error occurred (AccessDeniedException) when calling the GetParameter operation: User: %s is not authorized to perform: ssm:GetParameter on resource: arn:aws:ssm:%s::parameter/aws/service/eks/optimized-ami/1.34/amazon-linux-2023/arm64/standard/amazon-eks-node-al2023-arm64-standard-1.34-v20251117/image_id because no identity-based policy allows the ssm:GetParameter action", session, region)
+		return fmt.Sprintf("An error occurred (AccessDeniedException) when calling the GetParameter operation: User: %s is not authorized to perform: ssm:GetParameter on resource: arn:aws:ssm:%s::parameter/aws/service/eks/optimized-ami/1.34/amazon-linux-2023/arm64/standard/amazon-eks-node-al2023-arm64-standard-1.34-v20260714/image_id because no identity-based policy allows the ssm:GetParameter action", session, region)
 	case checkLaunch:
 		return fmt.Sprintf("pool private: An error occurred (UnauthorizedOperation) when calling the RunInstances operation: You are not authorized to perform this operation. User: %s is not authorized to perform: iam:PassRole on resource: arn:aws:iam::%s:role/%s-bootstrap-nodes with an explicit deny in a permissions boundary. Encoded authorization failure message: e2e-0123", session, testAccount, cluster)
 	}

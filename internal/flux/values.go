@@ -9,9 +9,6 @@ import (
 	"github.com/do-now/function-karpenter/internal/versions"
 )
 
-// Replicas of the controller: two, so one survives a node's loss.
-const Replicas = 2
-
 // ControllerLabels select the controller's pods, as the chart labels them.
 var ControllerLabels = map[string]string{
 	"app.kubernetes.io/name":     "karpenter",
@@ -21,7 +18,7 @@ var ControllerLabels = map[string]string{
 // Values are the Karpenter chart values the function sets, keyed as the
 // chart's values.yaml reads them.
 type Values struct {
-	Replicas       int                 `json:"replicas"`
+	Replicas       int32               `json:"replicas"`
 	ServiceAccount ServiceAccount      `json:"serviceAccount"`
 	Settings       Settings            `json:"settings"`
 	Controller     ControllerBlock     `json:"controller"`
@@ -63,8 +60,9 @@ type ControllerBlock struct {
 // ControllerValues are the chart values of Karpenter v for a claim.
 func ControllerValues(c *spec.Config, v versions.Version) Values {
 	selector := &metav1.LabelSelector{MatchLabels: ControllerLabels}
+	size := c.ControllerSize()
 	return Values{
-		Replicas:       Replicas,
+		Replicas:       *size.Replicas,
 		ServiceAccount: ServiceAccount{Create: false, Name: c.Input.PodIdentity.ServiceAccount},
 		Settings: Settings{
 			ClusterName:       c.Spec.Cluster.Name,
@@ -74,7 +72,7 @@ func ControllerValues(c *spec.Config, v versions.Version) Values {
 		},
 		Controller: ControllerBlock{
 			Env:       []corev1.EnvVar{{Name: "AWS_REGION", Value: c.Spec.Cluster.Region}},
-			Resources: c.Input.Controller.Resources,
+			Resources: size.Resources,
 		},
 		NodeSelector: c.Input.Controller.NodeSelector,
 		Tolerations:  c.Input.Controller.Tolerations,

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/do-now/function-karpenter/apis/input/v1beta1"
+	"github.com/do-now/function-karpenter/internal/ami"
 	"github.com/do-now/function-karpenter/internal/naming"
 )
 
@@ -100,14 +101,50 @@ func defaultCluster(in *v1beta1.Input) {
 	if in.Controller.Resources == nil {
 		in.Controller.Resources = DefaultControllerResources()
 	}
+	if in.Controller.Replicas == nil {
+		r := DefaultControllerReplicas
+		in.Controller.Replicas = &r
+	}
 }
 
+// DefaultControllerReplicas: two, so one survives the loss of a system node.
+const DefaultControllerReplicas int32 = 2
+
 // DefaultControllerResources are the requests and limits of each controller
-// replica where the platform sets none: 1 CPU and 1Gi, as Karpenter's
-// getting-started guide sets them.
+// replica where the platform sets none. The requests are sized so that
+// DefaultControllerReplicas of them and the access check fit one 2-vCPU
+// system node (SystemFloor) with room for the rest of it; the limits are
+// what Karpenter's getting-started guide requests (1 CPU, 1Gi), so a busy
+// controller may burst to them.
 func DefaultControllerResources() *corev1.ResourceRequirements {
-	r := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("1Gi")}
-	return &corev1.ResourceRequirements{Requests: r, Limits: r.DeepCopy()}
+	return &corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("512Mi")},
+		Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("1Gi")},
+	}
+}
+
+// ControllerSize is the claimed cluster's controller: the tenancy's
+// override for it, field by field, over the platform-wide setting.
+func (c *Config) ControllerSize() v1beta1.ControllerSize {
+	size := c.Input.Controller.ControllerSize
+	if cl, _ := c.Tenant(); cl.Controller != nil {
+		if cl.Controller.Replicas != nil {
+			size.Replicas = cl.Controller.Replicas
+		}
+		if cl.Controller.Resources != nil {
+			size.Resources = cl.Controller.Resources
+		}
+	}
+	return size
+}
+
+// DefaultAMIAlias is the pin of the claimed cluster's pools that pin none:
+// the tenancy's for the cluster, else the platform-wide one.
+func (c *Config) DefaultAMIAlias() string {
+	if cl, _ := c.Tenant(); cl.AMIAlias != "" {
+		return cl.AMIAlias
+	}
+	return c.Input.Nodes.DefaultAMIAlias
 }
 
 // SubnetClusterTag is the platform's tag scoping subnets to the claimed
@@ -209,23 +246,80 @@ func validateCluster(in v1beta1.Input) field.ErrorList {
 			}
 		}
 	}
-	if r := in.Controller.Resources; r != nil {
-		for name, req := range r.Requests {
-			if lim, ok := r.Limits[name]; ok && req.Cmp(lim) > 0 {
-				errs = append(errs, field.Invalid(p.Child("controller", "resources", "requests").Key(string(name)), req.String(), "must not exceed the limit "+lim.String()))
-			}
-		}
-	}
+	errs = append(errs, validateControllerSize(p.Child("controller"), in.Controller.ControllerSize)...)
 	if s := *in.Nodes.PublicSecurityGroupSuffix; s != "" && (len(s) > 100 || !tagCharacter.MatchString(s)) {
 		errs = append(errs, field.Invalid(n.Child("publicSecurityGroupSuffix"), s, "must be up to 100 letters, digits and _.:/=+-@"))
 	}
-	if !amiAlias.MatchString(in.Nodes.DefaultAMIAlias) || in.Nodes.DefaultAMIAlias == LatestAMIAlias && !in.Nodes.AllowLatestAMI {
-		errs = append(errs, field.Invalid(n.Child("defaultAmiAlias"), in.Nodes.DefaultAMIAlias, "must be a pinned AL2023 alias al2023@vYYYYMMDD"))
-	}
+	errs = append(errs, validatePlatformAMI(n.Child("defaultAmiAlias"), in.Nodes.DefaultAMIAlias, in.Nodes)...)
 	errs = append(errs, validateTenancy(in.Tenancy)...)
+	errs = append(errs, validateSubnetScope(n.Child("subnetClusterTag"), in)...)
+	if in.Tenancy != nil {
+		for i, cl := range in.Tenancy.Clusters {
+			cp := p.Child("tenancy", "clusters").Index(i)
+			if cl.AMIAlias != "" {
+				errs = append(errs, validatePlatformAMI(cp.Child("amiAlias"), cl.AMIAlias, in.Nodes)...)
+			}
+			if cl.Controller != nil {
+				errs = append(errs, validateControllerSize(cp.Child("controller"), *cl.Controller)...)
+			}
+		}
+	}
 	if q, err := resource.ParseQuantity(in.Nodes.RootVolumeSize); err != nil || !volumeSize.MatchString(in.Nodes.RootVolumeSize) ||
 		q.Cmp(resource.MustParse("20Gi")) < 0 || q.Cmp(resource.MustParse("16Ti")) > 0 {
 		errs = append(errs, field.Invalid(n.Child("rootVolumeSize"), in.Nodes.RootVolumeSize, "must be whole Gi, G, Ti or T (as EC2NodeClass takes it) between 20Gi and 16Ti"))
+	}
+	return errs
+}
+
+// validateSubnetScope fails closed where the subnet selectors alone would
+// reach another cluster: the default selectors (the load balancer role
+// tags) match the subnets of every EKS VPC of an account and region, so
+// where the tenancy puts two clusters in one, Karpenter could launch one
+// cluster's nodes into the other's subnets. The platform must then scope
+// them with subnetClusterTag.
+func validateSubnetScope(p *field.Path, in v1beta1.Input) field.ErrorList {
+	if in.Nodes.SubnetClusterTag != nil || in.Tenancy == nil {
+		return nil
+	}
+	first := map[string]string{}
+	for _, cl := range in.Tenancy.Clusters {
+		where := cl.Account + " " + cl.Region
+		if other, ok := first[where]; ok {
+			return field.ErrorList{field.Required(p, fmt.Sprintf(
+				"clusters %q and %q share account %s and region %s: the subnet selectors alone match both clusters' subnets, so a tag scoping subnets to their cluster (such as kubernetes.io/cluster/{cluster}) is required",
+				other, cl.Name, cl.Account, cl.Region))}
+		}
+		first[where] = cl.Name
+	}
+	return nil
+}
+
+// validatePlatformAMI checks a pin the platform sets: a pinned AL2023
+// alias the function does not know to be no release (al2023@latest only
+// where the platform allows it).
+func validatePlatformAMI(p *field.Path, alias string, nodes v1beta1.Nodes) field.ErrorList {
+	if !amiAlias.MatchString(alias) || alias == LatestAMIAlias && !nodes.AllowLatestAMI {
+		return field.ErrorList{field.Invalid(p, alias, "must be a pinned AL2023 alias al2023@vYYYYMMDD")}
+	}
+	if err := ami.Check(alias, "", nil); err != nil {
+		return field.ErrorList{field.Invalid(p, alias, err.Error())}
+	}
+	return nil
+}
+
+// validateControllerSize checks the controller's replicas and resources:
+// no request above its limit.
+func validateControllerSize(p *field.Path, size v1beta1.ControllerSize) field.ErrorList {
+	var errs field.ErrorList
+	if r := size.Replicas; r != nil && (*r < 1 || *r > 5) {
+		errs = append(errs, field.Invalid(p.Child("replicas"), *r, "must be between 1 and 5"))
+	}
+	if r := size.Resources; r != nil {
+		for name, req := range r.Requests {
+			if lim, ok := r.Limits[name]; ok && req.Cmp(lim) > 0 {
+				errs = append(errs, field.Invalid(p.Child("resources", "requests").Key(string(name)), req.String(), "must not exceed the limit "+lim.String()))
+			}
+		}
 	}
 	return errs
 }

@@ -172,7 +172,7 @@ func TestPoolsTakePlatformDefaults(t *testing.T) {
 		// The function's default 100/400Gi, cut to the platform's ceiling.
 		Limits:           &v1alpha1.PoolLimits{CPU: "16", Memory: "64Gi"},
 		ConsolidateAfter: "30m",
-		AMIAlias:         "al2023@v20251117",
+		AMIAlias:         "al2023@v20260714",
 	}
 	if diff := cmp.Diff(want, c.Spec.Pools.Private); diff != "" {
 		t.Errorf("private pool: -want, +got:\n%s", diff)

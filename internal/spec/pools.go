@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/do-now/function-karpenter/apis/v1alpha1"
+	"github.com/do-now/function-karpenter/internal/ami"
 )
 
 // Limits of pools that set none, each cut to the platform's ceiling.
@@ -21,10 +22,10 @@ var (
 // AMI aliases.
 const (
 	// DefaultAMIAlias is the pinned AL2023 release pools use unless the
-	// platform or the tenant pins another.
-	DefaultAMIAlias = "al2023@v20251117"
+	// platform or the tenant pins another (internal/ami).
+	DefaultAMIAlias = ami.Default
 	// LatestAMIAlias floats; refused unless the platform allows it.
-	LatestAMIAlias = "al2023@latest"
+	LatestAMIAlias = ami.Latest
 )
 
 var (
@@ -76,7 +77,7 @@ func defaultPool(p *v1alpha1.Pool, limits v1alpha1.PoolLimits, c *Config) {
 		p.ConsolidateAfter = c.Pools.Defaults.ConsolidateAfter
 	}
 	if p.AMIAlias == "" {
-		p.AMIAlias = c.Input.Nodes.DefaultAMIAlias
+		p.AMIAlias = c.DefaultAMIAlias()
 	}
 }
 
@@ -167,12 +168,16 @@ func validatePool(p *field.Path, pool v1alpha1.Pool, c *Config) field.ErrorList 
 	}
 	platform := c.Input.Nodes
 	switch {
-	case pool.AMIAlias == platform.DefaultAMIAlias:
-		// The platform's own default, validated as input.nodes.defaultAmiAlias.
+	case pool.AMIAlias == c.DefaultAMIAlias():
+		// The platform's own pin, validated as input.
 	case !amiAlias.MatchString(pool.AMIAlias):
 		errs = append(errs, field.Invalid(p.Child("amiAlias"), pool.AMIAlias, "must be an AL2023 alias pinned as al2023@vYYYYMMDD"))
 	case pool.AMIAlias == LatestAMIAlias && !platform.AllowLatestAMI:
 		errs = append(errs, field.Forbidden(p.Child("amiAlias"), "al2023@latest floats to new AMIs without review; pin al2023@vYYYYMMDD (the platform has not allowed latest)"))
+	default:
+		if err := ami.Check(pool.AMIAlias, "", nil); err != nil {
+			errs = append(errs, field.Invalid(p.Child("amiAlias"), pool.AMIAlias, err.Error()))
+		}
 	}
 	return errs
 }

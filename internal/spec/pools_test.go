@@ -74,6 +74,11 @@ func TestLoadInvalidClusterHalf(t *testing.T) {
 			spec:   xr(with("pools.public.amiAlias", "al2023@latest")),
 			want:   []errorID{{field.ErrorTypeForbidden, "spec.pools.public.amiAlias"}},
 		},
+		"AMINotARelease": {
+			reason: "al2023@v20251117 was this function's own default, yet no EKS AMI release has that name: Karpenter resolves no image and no node ever launches.",
+			spec:   xr(with("pools.private.amiAlias", "al2023@v20251117")),
+			want:   []errorID{{field.ErrorTypeInvalid, "spec.pools.private.amiAlias"}},
+		},
 		"AMINotAL2023": {
 			reason: "Only AL2023 aliases are supported: the public pool's user data is a NodeConfig.",
 			spec:   xr(with("pools.private.amiAlias", "bottlerocket@v1.30.0")),
@@ -151,6 +156,34 @@ func TestLoadInvalidClusterHalf(t *testing.T) {
 			input:  map[string]any{"nodes": map[string]any{"subnetClusterTag": map[string]any{"key": "env", "value": "prod"}}},
 			want:   []errorID{{field.ErrorTypeInvalid, "input.nodes.subnetClusterTag"}},
 		},
+		"DefaultAMINotARelease": {
+			reason: "The platform's pin is checked against the releases the function knows, too.",
+			spec:   xr(),
+			input:  map[string]any{"nodes": map[string]any{"defaultAmiAlias": "al2023@v20251117"}},
+			want:   []errorID{{field.ErrorTypeInvalid, "input.nodes.defaultAmiAlias"}},
+		},
+		"ClusterAMINotARelease": {
+			reason: "A cluster's own pin is checked as the platform-wide one, at its own path.",
+			spec:   xr(),
+			input:  map[string]any{"tenancy": tenancyWith("amiAlias", "al2023@v20251117")},
+			want:   []errorID{{field.ErrorTypeInvalid, "input.tenancy.clusters[1].amiAlias"}},
+		},
+		"ClusterControllerRequestsAboveLimits": {
+			reason: "A cluster's controller override is checked as the platform-wide one, at its own path.",
+			spec:   xr(),
+			input: map[string]any{"tenancy": tenancyWith("controller", map[string]any{"resources": map[string]any{
+				"requests": map[string]any{"cpu": "2"}, "limits": map[string]any{"cpu": "1"}}})},
+			want: []errorID{{field.ErrorTypeInvalid, "input.tenancy.clusters[1].controller.resources.requests[cpu]"}},
+		},
+		"TwoClustersOneRegionUnscoped": {
+			reason: "Two clusters in one account and region: the load balancer role tags select both clusters' subnets, so the platform must scope them.",
+			spec:   xr(),
+			input: map[string]any{"tenancy": map[string]any{"clusters": []any{
+				prodEUDeclared(),
+				prodEUDeclared(with("name", "staging-eu"), with("nodeIdentity.roleArn", "arn:aws:iam::111122223333:role/staging-node")),
+			}}},
+			want: []errorID{{field.ErrorTypeRequired, "input.nodes.subnetClusterTag"}},
+		},
 		"DefaultAMILatestNotAllowed": {
 			reason: "The platform's own default AMI must be pinned unless it allows latest.",
 			spec:   xr(),
@@ -190,7 +223,7 @@ func TestPoolDefaults(t *testing.T) {
 			MinGeneration:      &gen,
 			Limits:             &v1alpha1.PoolLimits{CPU: "100", Memory: "400Gi"},
 			ConsolidateAfter:   "15m",
-			AMIAlias:           "al2023@v20251117",
+			AMIAlias:           "al2023@v20260714",
 		},
 		Public: v1alpha1.PublicPool{
 			Pool: v1alpha1.Pool{
@@ -200,7 +233,7 @@ func TestPoolDefaults(t *testing.T) {
 				MinGeneration:      &gen,
 				Limits:             &v1alpha1.PoolLimits{CPU: "32", Memory: "128Gi"},
 				ConsolidateAfter:   "15m",
-				AMIAlias:           "al2023@v20251117",
+				AMIAlias:           "al2023@v20260714",
 			},
 		},
 	}
@@ -216,5 +249,57 @@ func TestPoolDefaults(t *testing.T) {
 	}
 	if c.PublicEnabled() {
 		t.Error("spec.pools.public.enabled=false turns the public pool off")
+	}
+}
+
+// tenancyWith is tenancy() with one field of the tests' cluster prod-eu
+// (clusters[1]) set.
+func tenancyWith(key string, value any) map[string]any {
+	t := tenancy(nil)
+	t["clusters"].([]any)[1].(map[string]any)[key] = value
+	return t
+}
+
+// TestClusterAMIPin: a cluster's own pin is its pools' default, in place of
+// the platform-wide one; a pool's own pin still wins, and another
+// cluster's pools keep the platform's.
+func TestClusterAMIPin(t *testing.T) {
+	in := input(map[string]any{"tenancy": tenancyWith("amiAlias", "al2023@v20260403")})
+	c, errs := Load(owner, xr(with("pools.public.amiAlias", "al2023@v20260114")), in)
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	if got := c.Spec.Pools.Private.AMIAlias; got != "al2023@v20260403" {
+		t.Errorf("private pool pinned %s, want the cluster's al2023@v20260403", got)
+	}
+	if got := c.Spec.Pools.Public.AMIAlias; got != "al2023@v20260114" {
+		t.Errorf("public pool pinned %s, want its own al2023@v20260114", got)
+	}
+	other, errs := Load(owner, xr(with("cluster.name", "prod-us")), in)
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	if got := other.Spec.Pools.Private.AMIAlias; got != DefaultAMIAlias {
+		t.Errorf("prod-us's private pool pinned %s, want the platform's %s", got, DefaultAMIAlias)
+	}
+}
+
+// TestSubnetScope: clusters that share an account and region are admitted
+// once the platform scopes subnets to their cluster, and clusters that
+// share neither need no scope.
+func TestSubnetScope(t *testing.T) {
+	staging := prodEUDeclared(with("name", "staging-eu"), with("nodeIdentity.roleArn", "arn:aws:iam::111122223333:role/staging-node"))
+	scoped := map[string]any{"key": "kubernetes.io/cluster/{cluster}"}
+	if _, errs := Load(owner, xr(), input(map[string]any{
+		"nodes":   map[string]any{"subnetClusterTag": scoped},
+		"tenancy": map[string]any{"clusters": []any{prodEUDeclared(), staging}},
+	})); len(errs) > 0 {
+		t.Errorf("scoped: %v", errs)
+	}
+	otherRegion := prodEUDeclared(with("name", "staging-us"), with("region", "us-east-1"), with("nodeIdentity.roleArn", "arn:aws:iam::111122223333:role/staging-node"))
+	if _, errs := Load(owner, xr(), input(map[string]any{
+		"tenancy": map[string]any{"clusters": []any{prodEUDeclared(), otherRegion}},
+	})); len(errs) > 0 {
+		t.Errorf("two regions: %v", errs)
 	}
 }

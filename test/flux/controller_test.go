@@ -62,9 +62,10 @@ func valuesReachTheDeployment(t *testing.T, v versions.Version) {
 	if _, known := v.Gates[versions.RebootForRepair]; known {
 		reboot = "NodeClassCEL=false,DRANVIDIAGPU=false,DRAEFA=false,RebootForRepair=true"
 	}
-	// Karpenter's getting-started guide: 1 CPU and 1Gi, requests and limits.
-	gettingStarted := corev1.ResourceRequirements{
-		Requests: corev1.ResourceList{"cpu": resource.MustParse("1"), "memory": resource.MustParse("1Gi")},
+	// The platform's defaults, which fit the system floor (README "The
+	// system floor"): requests of 500m and 512Mi, limits of 1 CPU and 1Gi.
+	floor := corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{"cpu": resource.MustParse("500m"), "memory": resource.MustParse("512Mi")},
 		Limits:   corev1.ResourceList{"cpu": resource.MustParse("1"), "memory": resource.MustParse("1Gi")},
 	}
 	example := want{
@@ -72,7 +73,7 @@ func valuesReachTheDeployment(t *testing.T, v versions.Version) {
 		namespace: "karpenter", sa: "karpenter",
 		nodeSelector:    map[string]string{"socle.do-now.io/node-group": "system"},
 		tolerations:     []corev1.Toleration{{Key: "CriticalAddonsOnly", Operator: corev1.TolerationOpExists}},
-		resources:       gettingStarted,
+		resources:       floor,
 		awsFeatureGates: gatesOff,
 	}
 	exampleWith := func(awsFeatureGates string) want {

@@ -93,7 +93,7 @@ func defaultNodes() nodes {
 		cpu:              "100",
 		memory:           "400Gi",
 		consolidateAfter: "15m",
-		amiAlias:         "al2023@v20251117",
+		amiAlias:         "al2023@v20260714",
 	}
 	public := p
 	public.cpu, public.memory = "32", "128Gi"
@@ -109,8 +109,9 @@ func defaultNodes() nodes {
 		expireAfter:            "720h",
 		terminationGracePeriod: "1h",
 		budget:                 "20%",
-		// The example platform runs Cilium in overlay mode.
-		kubelet: &kubelet{MaxPods: 110},
+		// The example platform runs the Amazon VPC CNI, pods on ENI
+		// addresses: Karpenter's ENI-based max pods stands.
+		kubelet: nil,
 	}
 }
 
@@ -324,20 +325,20 @@ func buildsValidPools(t *testing.T, v versions.Version) {
 		"AMIAlias": {
 			reason: "Each pool may pin its own AL2023 release.",
 			spec: edits{
-				"pools.private.amiAlias": "al2023@v20250101",
-				"pools.public.amiAlias":  "al2023@v20251201",
+				"pools.private.amiAlias": "al2023@v20260114",
+				"pools.public.amiAlias":  "al2023@v20260403",
 			},
 			want: func(n *nodes) {
-				n.private.amiAlias = "al2023@v20250101"
-				n.public.amiAlias = "al2023@v20251201"
+				n.private.amiAlias = "al2023@v20260114"
+				n.public.amiAlias = "al2023@v20260403"
 			},
 		},
 		"PlatformDefaultAMIAlias": {
 			reason: "Pools that pin nothing take the platform's default alias.",
-			input:  edits{"nodes.defaultAmiAlias": "al2023@v20250615"},
+			input:  edits{"nodes.defaultAmiAlias": "al2023@v20260224"},
 			want: func(n *nodes) {
-				n.private.amiAlias = "al2023@v20250615"
-				n.public.amiAlias = "al2023@v20250615"
+				n.private.amiAlias = "al2023@v20260224"
+				n.public.amiAlias = "al2023@v20260224"
 			},
 		},
 		"LatestAllowedByPlatform": {

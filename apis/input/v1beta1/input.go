@@ -164,6 +164,17 @@ type TenantCluster struct {
 	// by field: a field set here wins, an unset one inherits.
 	// +optional
 	Pools *Pools `json:"pools,omitempty"`
+	// AMIAlias is the pin of this cluster's pools that pin none, in place
+	// of input.nodes.defaultAmiAlias, so a fleet moves to a new release in
+	// waves. A release serves a fixed set of Kubernetes minors: bump the
+	// pin to one that serves the next minor before the cluster's control
+	// plane is upgraded.
+	// +optional
+	AMIAlias string `json:"amiAlias,omitempty"`
+	// Controller overrides input.controller's replicas and resources for
+	// this cluster, field by field.
+	// +optional
+	Controller *ControllerSize `json:"controller,omitempty"`
 }
 
 // NodeIdentity is the existing IAM identity a cluster's nodes run as; no
@@ -244,12 +255,11 @@ type Controller struct {
 	// Tolerations of the system nodes' taints.
 	// +optional
 	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
-	// Resources of each controller replica. Defaults to requests and limits
-	// of 1 CPU and 1Gi, as Karpenter's getting-started guide sets them: a
-	// controller without requests is the first pod evicted from a loaded
-	// system node.
-	// +optional
-	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
+	// Replicas of the controller, and Resources of each replica:
+	// tenancy.clusters[].controller overrides them per cluster. Both must
+	// fit the cluster's system nodes beside CoreDNS, the CNI and the
+	// DaemonSets: the HelmRelease is Ready only once every replica runs.
+	ControllerSize `json:",inline"`
 	// AWSFeatureGates are the Karpenter AWS feature gates the platform
 	// enables (the chart's settings.awsFeatureGates), for the versions that
 	// know them. A gate that needs a permission adds it to the controller
@@ -258,6 +268,25 @@ type Controller struct {
 	// +listType=set
 	// +optional
 	AWSFeatureGates []string `json:"awsFeatureGates,omitempty"`
+}
+
+// ControllerSize is how many controller replicas run and what each
+// requests.
+type ControllerSize struct {
+	// Replicas of the controller. Default 2, so one survives the loss of
+	// a system node; Karpenter elects a leader, the other waits.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=5
+	// +optional
+	Replicas *int32 `json:"replicas,omitempty"`
+	// Resources of each controller replica. Default requests of 500m CPU
+	// and 512Mi, limits of 1 CPU and 1Gi: two replicas fit, with the access
+	// check, on one 2-vCPU system node (1930m allocatable), where the
+	// getting-started guide's 1 CPU requests leave one replica pending. A
+	// controller without requests is the first pod evicted from a loaded
+	// system node.
+	// +optional
+	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
 }
 
 // Versions are the platform's choice of Karpenter versions.
@@ -343,7 +372,11 @@ type Nodes struct {
 	// +kubebuilder:default="-public-nodes"
 	// +optional
 	PublicSecurityGroupSuffix *string `json:"publicSecurityGroupSuffix,omitempty"`
-	// DefaultAMIAlias is the pinned AMI of pools that do not choose one.
+	// DefaultAMIAlias is the pinned AMI of pools that do not choose one,
+	// where the cluster's tenancy entry pins none (amiAlias). Default
+	// al2023@v20260714, which serves Kubernetes 1.30 to 1.36. A pin the
+	// function knows is no release, or serves no AMI for the cluster's
+	// Kubernetes minor, is refused.
 	// +optional
 	DefaultAMIAlias string `json:"defaultAmiAlias,omitempty"`
 	// AllowLatestAMI lets pools use al2023@latest.
