@@ -216,8 +216,9 @@ func TestIdentityIsImmutable(t *testing.T) {
 	}{
 		"ClusterRenamed": {
 			reason: "Renaming the cluster would orphan the role and the queue.",
-			req:    aRequest(t).withSpec("cluster.name", "prod-eu2").withInput("tenancy.clusters", tenancy),
-			want:   "spec.cluster.name: Forbidden: is immutable: the controller role \"prod-eu-karpenter\" exists",
+			req: aRequest(t).withSpec("cluster.name", "prod-eu2").withInput("tenancy.clusters", tenancy).
+				withInput("nodes.subnetClusterTag", map[string]any{"key": "kubernetes.io/cluster/{cluster}"}),
+			want: "spec.cluster.name: Forbidden: is immutable: the controller role \"prod-eu-karpenter\" exists",
 		},
 		"RegionChangedByThePlatform": {
 			reason: "A platform that moves the cluster's region would recreate the queue and rules elsewhere.",

@@ -10,6 +10,8 @@ import (
 	"github.com/crossplane/function-sdk-go/resource"
 	"github.com/google/go-cmp/cmp"
 	"sigs.k8s.io/yaml"
+
+	"github.com/do-now/function-karpenter/internal/versions"
 )
 
 // readyAt walks a claim of version v (none when empty), with the
@@ -68,7 +70,7 @@ func rolePolicy(t *testing.T, rsp *fnv1.RunFunctionResponse) string {
 // exists is dropped.
 func TestUpgrade(t *testing.T) {
 	reboot := func(b *requestBuilder) *requestBuilder {
-		return b.withInput("controller.awsFeatureGates", []any{"RebootForRepair"})
+		return b.withInput("controller.featureGates", []any{"NodeRepair", "RebootForRepair"})
 	}
 	noGates := func(b *requestBuilder) *requestBuilder { return b }
 
@@ -188,16 +190,17 @@ func TestUpgrade(t *testing.T) {
 			t.Fatalf("an unpinned claim refused when the default went down: %s", msg)
 		}
 		checkNothingDropped(t, observed, rsp)
+		newest := versions.Known()[len(versions.Known())-1]
 		for _, n := range []string{"controller-kustomization", "nodes-kustomization"} {
-			if v := builtFor(t, rsp, n); v != "1.15.0" {
-				t.Errorf("%s moved to %s with the default", n, v)
+			if v := builtFor(t, rsp, n); v != newest {
+				t.Errorf("%s moved from %s to %s with the default", n, newest, v)
 			}
 		}
 		if rolePolicy(t, rsp) != rolePolicy(t, before) {
 			t.Error("the role policy changed with the default")
 		}
 		if c := conditionsOf(rsp)["VersionReady"]; c != (cond{fnv1.Status_STATUS_CONDITION_TRUE, "Current"}) {
-			t.Errorf("VersionReady %v, want True/Current at 1.15.0", c)
+			t.Errorf("VersionReady %v, want True/Current at %s", c, newest)
 		}
 		// A claim that names 1.15.0 is refused once the platform no longer
 		// allows it: that is the platform's call, said at spec.version.
@@ -328,7 +331,7 @@ func behind(now, before map[string]any) map[string]any {
 func TestPermissionsLead(t *testing.T) {
 	const reboot = "ec2:RebootInstances"
 	on := func(b *requestBuilder) *requestBuilder {
-		return b.withInput("controller.awsFeatureGates", []any{"RebootForRepair"})
+		return b.withInput("controller.featureGates", []any{"NodeRepair", "RebootForRepair"})
 	}
 	off := func(b *requestBuilder) *requestBuilder { return b }
 	policyWait := "AWS reports a policy that lacks statements the controller is to get"

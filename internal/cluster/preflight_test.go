@@ -135,7 +135,7 @@ func preflightConfigs(t *testing.T) map[string]*spec.Config {
 				"public":  map[string]any{"enabled": false},
 			},
 		}, map[string]any{"nodes": map[string]any{"allowLatestAmi": true}}),
-		"GateOn": load(t, map[string]any{"controller": map[string]any{"awsFeatureGates": []any{"RebootForRepair"}}}),
+		"GateOn": load(t, map[string]any{"controller": map[string]any{"featureGates": []any{"NodeRepair", "RebootForRepair"}}}),
 	}
 }
 

@@ -46,8 +46,9 @@ type Settings struct {
 	// URL nor its ARN.
 	InterruptionQueue string `json:"interruptionQueue"`
 	EKSControlPlane   bool   `json:"eksControlPlane"`
-	// AWSFeatureGates are the gates the platform enables that this
-	// version knows, under the chart's keys.
+	// FeatureGates and AWSFeatureGates are the gates the platform enables
+	// that this version knows, under the chart's keys.
+	FeatureGates    map[string]any `json:"featureGates,omitempty"`
 	AWSFeatureGates map[string]any `json:"awsFeatureGates,omitempty"`
 }
 
@@ -61,6 +62,7 @@ type ControllerBlock struct {
 func ControllerValues(c *spec.Config, v versions.Version) Values {
 	selector := &metav1.LabelSelector{MatchLabels: ControllerLabels}
 	size := c.ControllerSize()
+	gates := v.Values(c.Gates())
 	return Values{
 		Replicas:       *size.Replicas,
 		ServiceAccount: ServiceAccount{Create: false, Name: c.Input.PodIdentity.ServiceAccount},
@@ -68,7 +70,8 @@ func ControllerValues(c *spec.Config, v versions.Version) Values {
 			ClusterName:       c.Spec.Cluster.Name,
 			InterruptionQueue: c.Names.Queue,
 			EKSControlPlane:   true,
-			AWSFeatureGates:   v.Values(c.Gates()),
+			FeatureGates:      gates[versions.CoreGates],
+			AWSFeatureGates:   gates[versions.AWSGates],
 		},
 		Controller: ControllerBlock{
 			Env:       []corev1.EnvVar{{Name: "AWS_REGION", Value: c.Spec.Cluster.Region}},

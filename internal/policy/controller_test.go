@@ -100,7 +100,7 @@ func TestControllerPartitions(t *testing.T) {
 	for _, v := range versions.All {
 		for name, tc := range cases {
 			t.Run(v.Version+"/"+name, func(t *testing.T) {
-				doc := v.ControllerPolicy(testParams(tc.partition, tc.region), versions.Gates)
+				doc := v.ControllerPolicy(testParams(tc.partition, tc.region), versions.AllGates())
 				services := map[string]bool{}
 				for _, arn := range policy.Arns(policy.ParseJSON(t, doc.JSON())) {
 					parts := strings.SplitN(arn, ":", 4)
@@ -143,7 +143,7 @@ func TestControllerSize(t *testing.T) {
 	// JSON() writes, against a limit of 10,240 characters.
 	const limit = 10240
 	for _, v := range versions.All {
-		doc := v.ControllerPolicy(p, versions.Gates)
+		doc := v.ControllerPolicy(p, versions.AllGates())
 		if n := len([]rune(doc.JSON())); n >= limit {
 			t.Errorf("The policy of Karpenter %s, every gate on, for the longest names must fit the inline policy limit.\nlen(JSON()) = %d, want under %d", v.Version, n, limit)
 		}
@@ -174,7 +174,7 @@ func TestUnknownVersion(t *testing.T) {
 			if err == nil {
 				t.Fatalf("\n%s\nGet(%q): want an error, got %s", tc.reason, tc.version, v.Version)
 			}
-			for _, want := range []string{`"` + tc.version + `"`, "1.14.1, 1.15.0"} {
+			for _, want := range []string{`"` + tc.version + `"`, "1.14.1, 1.14.3, 1.15.0, 1.15.2"} {
 				if !strings.Contains(err.Error(), want) {
 					t.Errorf("\n%s\nGet(%q): error %q does not name %s", tc.reason, tc.version, err, want)
 				}

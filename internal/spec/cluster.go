@@ -253,6 +253,7 @@ func validateCluster(in v1beta1.Input) field.ErrorList {
 	errs = append(errs, validatePlatformAMI(n.Child("defaultAmiAlias"), in.Nodes.DefaultAMIAlias, in.Nodes)...)
 	errs = append(errs, validateTenancy(in.Tenancy)...)
 	errs = append(errs, validateSubnetScope(n.Child("subnetClusterTag"), in)...)
+	errs = append(errs, validateClusterVersions(in)...)
 	if in.Tenancy != nil {
 		for i, cl := range in.Tenancy.Clusters {
 			cp := p.Child("tenancy", "clusters").Index(i)

@@ -132,7 +132,7 @@ func Load(owner Owner, xrSpec map[string]any, in *structpb.Struct) (*Config, fie
 	platformFacts(c)
 	errs = append(errs, validatePoolPolicy(c)...)
 	errs = append(errs, validateVersionsInput(&c.Input.Versions)...)
-	errs = append(errs, validateGates(c.Input.Controller.AWSFeatureGates)...)
+	errs = append(errs, validateGates(c.Input.Controller)...)
 	if len(errs) > 0 {
 		// The tenant's pools are checked against the policy: not before
 		// it is valid.

@@ -486,12 +486,12 @@ func TestLoadValid(t *testing.T) {
 		ProviderConfigName: "default",
 		PodIdentity:        v1beta1.PodIdentity{Namespace: "karpenter", ServiceAccount: "karpenter"},
 		// Every known version allowed, the newest the default.
-		Versions: v1beta1.Versions{Allowed: []string{"1.14.1", "1.15.0"}, Default: "1.15.0"},
+		Versions: v1beta1.Versions{Allowed: []string{"1.14.1", "1.14.3", "1.15.0", "1.15.2"}, Default: "1.15.2"},
 	}
 	prodEU := v1alpha1.XKarpenterSpec{
 		Cluster:      v1alpha1.Cluster{Name: "prod-eu", Region: "eu-west-3"},
 		NodeIdentity: v1alpha1.NodeIdentity{RoleARN: nodeRole, InstanceProfile: "prod-eu-node"},
-		Version:      "1.15.0",
+		Version:      "1.15.2",
 	}
 	prodEURole := naming.RoleARN{ARN: nodeRole, Partition: "aws", Account: "123456789012", Path: "/", Name: "prod-eu-node"}
 	prodEUAccount := naming.Account{Partition: "aws", ID: "123456789012", Region: "eu-west-3"}
@@ -503,7 +503,7 @@ func TestLoadValid(t *testing.T) {
 		want   want
 	}{
 		"NilInput": {
-			reason: "A Composition may give no input: every input field then takes its default, and the version defaults to 1.15.0.",
+			reason: "A Composition may give no input: every input field then takes its default, and the version defaults to 1.15.2.",
 			spec:   xr(),
 			input:  nil,
 			want: want{
@@ -575,7 +575,7 @@ func TestLoadValid(t *testing.T) {
 					Spec: v1alpha1.XKarpenterSpec{
 						Cluster:      v1alpha1.Cluster{Name: "prod-eu", Region: "cn-north-1"},
 						NodeIdentity: v1alpha1.NodeIdentity{RoleARN: "arn:aws-cn:iam::123456789012:role/nodes/prod-eu-node", InstanceProfile: "prod-eu-node"},
-						Version:      "1.15.0",
+						Version:      "1.15.2",
 					},
 					Input: func() v1beta1.Input {
 						i := defaults
@@ -599,7 +599,7 @@ func TestLoadValid(t *testing.T) {
 					Spec: v1alpha1.XKarpenterSpec{
 						Cluster:      v1alpha1.Cluster{Name: "prod-eu", Region: "us-gov-west-1"},
 						NodeIdentity: v1alpha1.NodeIdentity{RoleARN: "arn:aws-us-gov:iam::123456789012:role/prod-eu-node", InstanceProfile: "prod-eu-node"},
-						Version:      "1.15.0",
+						Version:      "1.15.2",
 					},
 					Input:    defaults,
 					NodeRole: naming.RoleARN{ARN: "arn:aws-us-gov:iam::123456789012:role/prod-eu-node", Partition: "aws-us-gov", Account: "123456789012", Path: "/", Name: "prod-eu-node"},

@@ -33,16 +33,23 @@ func validateVersionsInput(in *v1beta1.Versions) field.ErrorList {
 	return errs
 }
 
-// validateGates checks the feature gates the platform enables.
-func validateGates(gates []string) field.ErrorList {
+// validateGates checks the feature gates the platform enables, in
+// featureGates and in its former name awsFeatureGates: each known, and
+// each with the gate it requires.
+func validateGates(in v1beta1.Controller) field.ErrorList {
 	var errs field.ErrorList
-	known := make([]string, len(versions.Gates))
-	for i, g := range versions.Gates {
-		known[i] = string(g)
-	}
-	for i, g := range gates {
-		if !slices.Contains(known, g) {
-			errs = append(errs, field.NotSupported(field.NewPath("input", "controller", "awsFeatureGates").Index(i), g, known))
+	known := untyped(versions.AllGates())
+	all := append(slices.Clone(in.FeatureGates), in.AWSFeatureGates...)
+	p := field.NewPath("input", "controller")
+	for name, gates := range map[string][]string{"featureGates": in.FeatureGates, "awsFeatureGates": in.AWSFeatureGates} {
+		for i, g := range gates {
+			info, ok := versions.Info(versions.Gate(g))
+			switch {
+			case !ok:
+				errs = append(errs, field.NotSupported(p.Child(name).Index(i), g, known))
+			case info.Requires != "" && !slices.Contains(all, string(info.Requires)):
+				errs = append(errs, field.Invalid(p.Child(name).Index(i), g, fmt.Sprintf("does nothing without %s (Karpenter's chart: it has no effect without the nodeRepair feature gate); enable both", info.Requires)))
+			}
 		}
 	}
 	return errs
@@ -61,8 +68,26 @@ func defaultVersions(c *Config) {
 	}
 	if c.Spec.Version == "" {
 		c.Spec.Version = v1alpha1.KarpenterVersion(v.Default)
+		if cl, _ := c.Tenant(); cl.DefaultVersion != "" {
+			c.Spec.Version = v1alpha1.KarpenterVersion(cl.DefaultVersion)
+		}
 		c.VersionDefaulted = true
 	}
+}
+
+// validateClusterVersions checks each cluster's default version: known,
+// and allowed by the platform.
+func validateClusterVersions(in v1beta1.Input) field.ErrorList {
+	if in.Tenancy == nil {
+		return nil
+	}
+	var errs field.ErrorList
+	for i, cl := range in.Tenancy.Clusters {
+		if d := cl.DefaultVersion; d != "" && !slices.Contains(in.Versions.Allowed, d) {
+			errs = append(errs, field.NotSupported(field.NewPath("input", "tenancy", "clusters").Index(i).Child("defaultVersion"), d, in.Versions.Allowed))
+		}
+	}
+	return errs
 }
 
 // validateVersion checks the claim's version: known, and allowed by the
@@ -81,9 +106,11 @@ func validateVersion(c *Config) field.ErrorList {
 
 // Gates are the feature gates the platform enables.
 func (c *Config) Gates() []versions.Gate {
-	out := make([]versions.Gate, len(c.Input.Controller.AWSFeatureGates))
-	for i, g := range c.Input.Controller.AWSFeatureGates {
-		out[i] = versions.Gate(g)
+	var out []versions.Gate
+	for _, g := range append(slices.Clone(c.Input.Controller.FeatureGates), c.Input.Controller.AWSFeatureGates...) {
+		if !slices.Contains(out, versions.Gate(g)) {
+			out = append(out, versions.Gate(g))
+		}
 	}
 	return out
 }

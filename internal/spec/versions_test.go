@@ -18,7 +18,7 @@ func TestVersions(t *testing.T) {
 		"DefaultIsTheNewest": {
 			reason:  "A claim naming no version gets the newest known one when the platform says nothing.",
 			spec:    xr(with("version", nil)),
-			version: "1.15.0",
+			version: "1.15.2",
 		},
 		"PlatformDefault": {
 			reason:  "A claim naming no version gets the platform's default.",
@@ -56,8 +56,28 @@ func TestVersions(t *testing.T) {
 		},
 		"UnknownGate": {
 			reason: "A feature gate no version knows is refused, not passed to the chart.",
-			input:  map[string]any{"controller": map[string]any{"awsFeatureGates": []any{"RebootForRepair", "TeleportNodes"}}},
+			input:  map[string]any{"controller": map[string]any{"awsFeatureGates": []any{"NodeRepair", "TeleportNodes"}}},
 			err:    `input.controller.awsFeatureGates[1]: Unsupported value: "TeleportNodes"`,
+		},
+		"ClusterDefault": {
+			reason:  "A cluster's own default version wins over the platform's for its claims that name none: a fleet upgrades in waves.",
+			input:   map[string]any{"tenancy": tenancyWith("defaultVersion", "1.14.3")},
+			version: "1.14.3",
+		},
+		"ClusterDefaultNotAllowed": {
+			reason: "A cluster's default must be one the platform allows.",
+			input:  map[string]any{"versions": map[string]any{"allowed": []any{"1.15.0", "1.15.2"}}, "tenancy": tenancyWith("defaultVersion", "1.14.3")},
+			err:    `input.tenancy.clusters[1].defaultVersion: Unsupported value: "1.14.3"`,
+		},
+		"RebootWithoutRepair": {
+			reason: "RebootForRepair has no effect without node repair (Karpenter's chart): enabling it alone would grant ec2:RebootInstances for nothing.",
+			input:  map[string]any{"controller": map[string]any{"featureGates": []any{"RebootForRepair"}}},
+			err:    `input.controller.featureGates[0]: Invalid value: "RebootForRepair": does nothing without NodeRepair`,
+		},
+		"RebootWithRepairUnderTheFormerName": {
+			reason:  "awsFeatureGates, featureGates' former name, is still read and merged: NodeRepair there satisfies RebootForRepair here.",
+			input:   map[string]any{"controller": map[string]any{"featureGates": []any{"RebootForRepair"}, "awsFeatureGates": []any{"NodeRepair"}}},
+			version: "1.15.2",
 		},
 	}
 	for name, tc := range cases {

@@ -18,24 +18,66 @@ import (
 	"github.com/do-now/function-karpenter/internal/policy"
 )
 
-// A Gate is one of Karpenter's AWS feature gates (the chart's
-// settings.awsFeatureGates) the platform may enable.
+// A Gate is one of Karpenter's feature gates the platform may enable:
+// a core gate (the chart's settings.featureGates) or an AWS one
+// (settings.awsFeatureGates).
 type Gate string
 
 // The gates a version may know.
 const (
+	// NodeRepair replaces nodes whose health conditions stay bad (core,
+	// alpha, off by default: the chart's settings.featureGates.nodeRepair).
+	NodeRepair Gate = "NodeRepair"
 	// RebootForRepair lets node repair reboot an unhealthy instance in place
-	// before replacing it (Karpenter 1.15).
+	// before replacing it (AWS, Karpenter 1.15). The chart says it "has no
+	// effect without the nodeRepair feature gate" (v1.15.0
+	// charts/karpenter/values.yaml), so it requires NodeRepair.
 	RebootForRepair Gate = "RebootForRepair"
 )
 
-// Gates are every gate any version knows, for validating the input.
-var Gates = []Gate{RebootForRepair}
+// The chart's blocks of gates, under settings.
+const (
+	CoreGates = "featureGates"
+	AWSGates  = "awsFeatureGates"
+)
+
+// A GateInfo is what is true of a gate whatever the version.
+type GateInfo struct {
+	Gate Gate
+	// Block is where the chart reads it: CoreGates or AWSGates.
+	Block string
+	// Requires is a gate without which this one does nothing.
+	Requires Gate
+}
+
+// Gates are every gate any version knows, for validating the input, in
+// the order they are applied.
+var Gates = []GateInfo{
+	{Gate: NodeRepair, Block: CoreGates},
+	{Gate: RebootForRepair, Block: AWSGates, Requires: NodeRepair},
+}
+
+// AllGates are every gate's name.
+func AllGates() []Gate {
+	out := make([]Gate, len(Gates))
+	for i, g := range Gates {
+		out[i] = g.Gate
+	}
+	return out
+}
+
+// Info is what is true of g; false when no version knows it.
+func Info(g Gate) (GateInfo, bool) {
+	i := slices.IndexFunc(Gates, func(x GateInfo) bool { return x.Gate == g })
+	if i < 0 {
+		return GateInfo{}, false
+	}
+	return Gates[i], true
+}
 
 // A GateUse is what an enabled gate does for a version that knows it.
 type GateUse struct {
-	// ValuesKey is the gate's key under the chart's
-	// settings.awsFeatureGates.
+	// ValuesKey is the gate's key in its block of the chart's settings.
 	ValuesKey string
 	// Statements are what the gate adds to the controller policy.
 	Statements []func(policy.ControllerParams) policy.Statement
@@ -72,35 +114,70 @@ type Version struct {
 	UpgradeFrom string
 }
 
-// All are the known versions, oldest first.
-var All = []Version{
-	{
+// The first release of each minor the function knew, written out; its
+// patches are Patch of it.
+var (
+	v1_14_1 = Version{
 		Version:   "1.14.1",
 		Chart:     "1.14.1",
 		Policy:    policy.ControllerV1_14,
+		Gates:     map[Gate]GateUse{NodeRepair: nodeRepair},
 		Reference: "karpenter-1.14-reference.json",
-		CRDs:      "github.com/aws/karpenter-provider-aws@v1.14.1",
+		CRDs:      karpenterModule + "@v1.14.1",
 		// v1.15.0's zip carries the 1.14.1 chart: this version's own.
-		NearestChart:        "github.com/aws/karpenter-provider-aws@v1.15.0",
+		NearestChart:        karpenterModule + "@v1.15.0",
 		NearestChartVersion: "1.14.1",
-	},
-	{
+	}
+	v1_15_0 = Version{
 		Version: "1.15.0",
 		Chart:   "1.15.0",
 		// No v1.15 reference setup is published where the function is
 		// built: the v1.14 one, plus what 1.15.0's own source calls behind
 		// a gate (its pkg/aws/sdk.go, checked by test/flux).
 		Policy: policy.ControllerV1_14,
-		Gates: map[Gate]GateUse{RebootForRepair: {
-			ValuesKey:  "rebootForRepair",
-			Statements: []func(policy.ControllerParams) policy.Statement{policy.InstanceReboot},
-		}},
+		Gates: map[Gate]GateUse{
+			NodeRepair: nodeRepair,
+			RebootForRepair: {
+				ValuesKey:  "rebootForRepair",
+				Statements: []func(policy.ControllerParams) policy.Statement{policy.InstanceReboot},
+			},
+		},
 		Reference:           "karpenter-1.14-reference.json",
-		CRDs:                "github.com/aws/karpenter-provider-aws@v1.15.0",
-		NearestChart:        "github.com/aws/karpenter-provider-aws@v1.15.0",
+		CRDs:                karpenterModule + "@v1.15.0",
+		NearestChart:        karpenterModule + "@v1.15.0",
 		NearestChartVersion: "1.14.1",
-	},
+	}
+)
+
+// All are the known versions, oldest first. A patch release is one entry,
+// Patch of its minor's: test/flux then holds its policy against the AWS
+// calls its own pkg/aws/sdk.go declares, admits the node pools against its
+// own CRDs and renders its values with the nearest chart.
+var All = []Version{
+	v1_14_1,
+	// The latest 1.14 patch the module proxy serves (v1.14.3; v1.14.2 too).
+	v1_14_1.Patch("1.14.3"),
+	v1_15_0,
+	// The latest 1.15 patch the module proxy serves (v1.15.2; v1.15.1 too).
+	v1_15_0.Patch("1.15.2"),
 }
+
+// karpenterModule is the Go module of Karpenter's AWS provider, whose zip
+// at each release tag carries that release's CRDs and source.
+const karpenterModule = "github.com/aws/karpenter-provider-aws"
+
+// Patch is v's patch release p: the same policy, gates and nearest chart,
+// its own chart version and CRDs. A patch that changes what the controller
+// calls is not a Patch but an entry of its own.
+func (v Version) Patch(p string) Version {
+	v.Version, v.Chart, v.CRDs = p, p, karpenterModule+"@v"+p
+	return v
+}
+
+// nodeRepair is the core gate as every known chart reads it
+// (settings.featureGates.nodeRepair); repairing a node deletes its
+// NodeClaim, which the base policy already allows.
+var nodeRepair = GateUse{ValuesKey: "nodeRepair"}
 
 // Known lists every known version, oldest first.
 func Known() []string {
@@ -124,27 +201,33 @@ func Get(v string) (Version, error) {
 func (v Version) ControllerPolicy(p policy.ControllerParams, gates []Gate) policy.Document {
 	doc := v.Policy(p)
 	for _, g := range Gates { // in a fixed order, so the document is stable
-		if !slices.Contains(gates, g) {
+		if !slices.Contains(gates, g.Gate) {
 			continue
 		}
-		for _, s := range v.Gates[g].Statements {
+		for _, s := range v.Gates[g.Gate].Statements {
 			doc.Statement = append(doc.Statement, s(p))
 		}
 	}
 	return doc
 }
 
-// Values are the chart's settings.awsFeatureGates for the enabled gates v
-// knows; nil when none.
-func (v Version) Values(gates []Gate) map[string]any {
-	var out map[string]any
+// Values are the chart's settings for the enabled gates v knows, by
+// block (CoreGates, AWSGates); nil when none.
+func (v Version) Values(gates []Gate) map[string]map[string]any {
+	var out map[string]map[string]any
 	for _, g := range gates {
-		if use, ok := v.Gates[g]; ok {
-			if out == nil {
-				out = map[string]any{}
-			}
-			out[use.ValuesKey] = true
+		use, ok := v.Gates[g]
+		info, known := Info(g)
+		if !ok || !known {
+			continue
 		}
+		if out == nil {
+			out = map[string]map[string]any{}
+		}
+		if out[info.Block] == nil {
+			out[info.Block] = map[string]any{}
+		}
+		out[info.Block][use.ValuesKey] = true
 	}
 	return out
 }

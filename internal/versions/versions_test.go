@@ -41,3 +41,14 @@ func TestKnownInOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestEachVersionReadsItsOwnRelease: every entry's chart and CRDs are its
+// own release's, so a patch entry is never silently tested as its minor's
+// first release.
+func TestEachVersionReadsItsOwnRelease(t *testing.T) {
+	for _, v := range All {
+		if v.Chart != v.Version || v.CRDs != karpenterModule+"@v"+v.Version {
+			t.Errorf("Karpenter %s installs chart %s and is checked against %s", v.Version, v.Chart, v.CRDs)
+		}
+	}
+}

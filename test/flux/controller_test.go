@@ -54,6 +54,8 @@ func valuesReachTheDeployment(t *testing.T, v versions.Version) {
 		resources       corev1.ResourceRequirements
 		// awsFeatureGates is the controller's AWS_FEATURE_GATES.
 		awsFeatureGates string
+		// nodeRepair is NodeRepair's value in its FEATURE_GATES.
+		nodeRepair string
 	}
 	// The chart's AWS feature gates, all off but those the platform
 	// enables and v knows.
@@ -75,10 +77,12 @@ func valuesReachTheDeployment(t *testing.T, v versions.Version) {
 		tolerations:     []corev1.Toleration{{Key: "CriticalAddonsOnly", Operator: corev1.TolerationOpExists}},
 		resources:       floor,
 		awsFeatureGates: gatesOff,
+		nodeRepair:      "false",
 	}
 	exampleWith := func(awsFeatureGates string) want {
 		w := example
 		w.awsFeatureGates = awsFeatureGates
+		w.nodeRepair = "true"
 		return w
 	}
 	cases := map[string]struct {
@@ -92,8 +96,8 @@ func valuesReachTheDeployment(t *testing.T, v versions.Version) {
 			want:   example,
 		},
 		"RebootForRepair": {
-			reason: "The platform enables RebootForRepair: the controller gets it from the version that knows it (1.15), and not before.",
-			input:  edits{"controller.awsFeatureGates": []string{"RebootForRepair"}},
+			reason: "The platform enables node repair and RebootForRepair: every version gets NodeRepair, RebootForRepair only the version that knows it (1.15).",
+			input:  edits{"controller.featureGates": []string{"NodeRepair", "RebootForRepair"}},
 			want:   exampleWith(reboot),
 		},
 		"PlatformPlacement": {
@@ -127,6 +131,7 @@ func valuesReachTheDeployment(t *testing.T, v versions.Version) {
 					Limits:   corev1.ResourceList{"memory": resource.MustParse("2Gi")},
 				},
 				awsFeatureGates: gatesOff,
+				nodeRepair:      "false",
 			},
 		},
 	}
@@ -219,6 +224,14 @@ func valuesReachTheDeployment(t *testing.T, v versions.Version) {
 				if diff := cmp.Diff([]string{v}, env[k]); diff != "" {
 					t.Errorf("\n%s\nenv %s: -want, +got:\n%s", tc.reason, k, diff)
 				}
+			}
+			core := map[string]string{}
+			for _, kv := range strings.Split(strings.Join(env["FEATURE_GATES"], ""), ",") {
+				k, v, _ := strings.Cut(kv, "=")
+				core[k] = v
+			}
+			if core["NodeRepair"] != tc.want.nodeRepair {
+				t.Errorf("\n%s\nFEATURE_GATES %v: NodeRepair=%q, want %q", tc.reason, env["FEATURE_GATES"], core["NodeRepair"], tc.want.nodeRepair)
 			}
 			if queue != tc.want.cluster+"-karpenter" {
 				t.Errorf("\n%s\nthe composed queue is %q, the controller reads %v", tc.reason, queue, env["INTERRUPTION_QUEUE"])

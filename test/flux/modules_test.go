@@ -24,7 +24,9 @@ type module struct {
 // have no sum here fails the tests until one is added.
 var karpenterSums = map[string]string{
 	"github.com/aws/karpenter-provider-aws@v1.14.1": "h1:WGtIQTQcxpElYMdWfWuPwaF2+9muR+hYhPZsTtoY8Gs=",
+	"github.com/aws/karpenter-provider-aws@v1.14.3": "h1:XS61hMCoPL0sXWh5JtJeyTCZLN5Y1So1uNU70pmLccY=",
 	"github.com/aws/karpenter-provider-aws@v1.15.0": "h1:3qnrxRxKHPg9Hd71D7xH4xKxPfmcrB30EFBrMz74mOs=",
+	"github.com/aws/karpenter-provider-aws@v1.15.2": "h1:RGw64PB2ROUHZIUhBqjO78l3zJ9YctnWeullrr4cxYI=",
 }
 
 // karpenterModule is the pinned Karpenter module ref (path@version), which

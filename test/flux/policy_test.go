@@ -90,14 +90,14 @@ func granted(t *testing.T, doc string) []string {
 // ec2:RebootInstances is the case in point: 1.15.0 calls it (behind
 // RebootForRepair), 1.14.1 has no such call and is never granted it.
 func TestPolicyCoversWhatEachVersionCalls(t *testing.T) {
-	gates := make([]string, len(versions.Gates))
-	for i, g := range versions.Gates {
-		gates[i] = string(g)
+	var gates []string
+	for _, g := range versions.AllGates() {
+		gates = append(gates, string(g))
 	}
 	for _, v := range versions.All {
 		t.Run(v.Version, func(t *testing.T) {
 			calls := apiCalls(t, v)
-			withGates := load(t, edits{"version": v.Version}, edits{"controller.awsFeatureGates": gates})
+			withGates := load(t, edits{"version": v.Version}, edits{"controller.featureGates": gates})
 			without := load(t, edits{"version": v.Version}, nil)
 			all, err := awsres.ControllerPolicyOf(withGates, v.Version)
 			if err != nil {

@@ -175,6 +175,11 @@ type TenantCluster struct {
 	// this cluster, field by field.
 	// +optional
 	Controller *ControllerSize `json:"controller,omitempty"`
+	// DefaultVersion is the Karpenter version of this cluster's claims that
+	// name none, in place of input.versions.default, so a fleet upgrades in
+	// waves; one of input.versions.allowed.
+	// +optional
+	DefaultVersion string `json:"defaultVersion,omitempty"`
 }
 
 // NodeIdentity is the existing IAM identity a cluster's nodes run as; no
@@ -260,11 +265,18 @@ type Controller struct {
 	// fit the cluster's system nodes beside CoreDNS, the CNI and the
 	// DaemonSets: the HelmRelease is Ready only once every replica runs.
 	ControllerSize `json:",inline"`
-	// AWSFeatureGates are the Karpenter AWS feature gates the platform
-	// enables (the chart's settings.awsFeatureGates), for the versions that
+	// FeatureGates are the Karpenter feature gates the platform enables,
+	// core (NodeRepair: the chart's settings.featureGates) and AWS
+	// (RebootForRepair: settings.awsFeatureGates), for the versions that
 	// know them. A gate that needs a permission adds it to the controller
 	// policy: RebootForRepair (Karpenter 1.15) adds ec2:RebootInstances on
-	// the cluster's own nodes.
+	// the cluster's own nodes, and needs NodeRepair, without which it does
+	// nothing.
+	// +listType=set
+	// +optional
+	FeatureGates []string `json:"featureGates,omitempty"`
+	// AWSFeatureGates is what featureGates was called when it held only
+	// AWS gates: still read, and merged into it.
 	// +listType=set
 	// +optional
 	AWSFeatureGates []string `json:"awsFeatureGates,omitempty"`

@@ -129,6 +129,11 @@ func (in *Controller) DeepCopyInto(out *Controller) {
 		}
 	}
 	in.ControllerSize.DeepCopyInto(&out.ControllerSize)
+	if in.FeatureGates != nil {
+		in, out := &in.FeatureGates, &out.FeatureGates
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	if in.AWSFeatureGates != nil {
 		in, out := &in.AWSFeatureGates, &out.AWSFeatureGates
 		*out = make([]string, len(*in))
