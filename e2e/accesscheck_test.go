@@ -38,8 +38,11 @@ var (
 	checkSubnets     = check{"subnets", 13}
 	checkGroups      = check{"security-groups", 14}
 	checkAMI         = check{"ami", 15}
-	checkLaunch      = check{"launch", 16}
-	checks           = []check{checkCredentials, checkQueue, checkProfile, checkSubnets, checkGroups, checkAMI, checkLaunch}
+	checkTemplate    = check{"launch-template", 16}
+	checkCluster     = check{"cluster", 17}
+	checkFleet       = check{"fleet", 18}
+	// Sorted by code, as scriptChecks lists them.
+	checks = []check{checkCredentials, checkQueue, checkProfile, checkSubnets, checkGroups, checkAMI, checkTemplate, checkCluster, checkFleet}
 )
 
 // Where the access check's Pod and its script are in the Object that carries it.
@@ -116,8 +119,12 @@ func awsRefusal(c check, cluster, region string) string {
 		return fmt.Sprintf("An error occurred (UnauthorizedOperation) when calling the DescribeSecurityGroups operation: You are not authorized to perform this operation. User: %s is not authorized to perform: ec2:DescribeSecurityGroups with an explicit deny in a service control policy", session)
 	case checkAMI:
 		return fmt.Sprintf("An error occurred (AccessDeniedException) when calling the GetParameter operation: User: %s is not authorized to perform: ssm:GetParameter on resource: arn:aws:ssm:%s::parameter/aws/service/eks/optimized-ami/1.34/amazon-linux-2023/arm64/standard/amazon-eks-node-al2023-arm64-standard-1.34-v20260714/image_id because no identity-based policy allows the ssm:GetParameter action", session, region)
-	case checkLaunch:
-		return fmt.Sprintf("pool private: An error occurred (UnauthorizedOperation) when calling the RunInstances operation: You are not authorized to perform this operation. User: %s is not authorized to perform: iam:PassRole on resource: arn:aws:iam::%s:role/%s-bootstrap-nodes with an explicit deny in a permissions boundary. Encoded authorization failure message: e2e-0123", session, testAccount, cluster)
+	case checkCluster:
+		return fmt.Sprintf("An error occurred (AccessDeniedException) when calling the DescribeCluster operation: User: %s is not authorized to perform: eks:DescribeCluster on resource: arn:aws:eks:%s:%s:cluster/%s with an explicit deny in a service control policy", session, region, testAccount, cluster)
+	case checkTemplate:
+		return fmt.Sprintf("pool private: An error occurred (UnauthorizedOperation) when calling the CreateLaunchTemplate operation: You are not authorized to perform this operation. User: %s is not authorized to perform: ec2:CreateLaunchTemplate with an explicit deny in a permissions boundary.", session)
+	case checkFleet:
+		return fmt.Sprintf("pool private: An error occurred (UnauthorizedOperation) when calling the CreateFleet operation: You are not authorized to perform this operation. User: %s is not authorized to perform: iam:PassRole on resource: arn:aws:iam::%s:role/%s-bootstrap-nodes with an explicit deny in a permissions boundary. Encoded authorization failure message: e2e-0123", session, testAccount, cluster)
 	}
 	return "An error occurred (InternalError) when calling the operation: " + c.name
 }

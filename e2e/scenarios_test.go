@@ -565,7 +565,7 @@ func TestProviderErrorOnRole(t *testing.T) {
 // the XR, the function reads it there) or on the namespaced XR, and a Pod of a new name runs the
 // checks; the old Pods stay behind in the claimed cluster, finished, and the composed Object is
 // the same. Once every check passes the claim goes on to Ready. Both APIs at once, on a cluster
-// each (the claim on prod-eu, the namespaced XR on prod-us), the seven checks shared between
+// each (the claim on prod-eu, the namespaced XR on prod-us), the nine checks shared between
 // them: each run waits for two of Crossplane's reconciles (the new Pod desired, then observed),
 // a TTL apart once the XR's watch circuit breaker is open.
 func TestAccessCheckFails(t *testing.T) {
@@ -573,11 +573,11 @@ func TestAccessCheckFails(t *testing.T) {
 	forEachAPIAtOnce(t, func(t *testing.T, a *api) {
 		if a.namespaced {
 			testAccessCheckFails(t, newKarpenterFrom(t, a, "team-b", "karpenter", onProdUS), "prod-us", "us-east-1",
-				checkCredentials, checkGroups, checkAMI)
+				checkCredentials, checkCluster, checkGroups, checkAMI)
 			return
 		}
 		testAccessCheckFails(t, newKarpenter(t, a, "team-a", "karpenter", "prod-eu"), "prod-eu", "eu-west-3",
-			checkQueue, checkProfile, checkSubnets, checkLaunch)
+			checkQueue, checkProfile, checkSubnets, checkTemplate, checkFleet)
 	})
 }
 

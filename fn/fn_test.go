@@ -737,7 +737,7 @@ func TestEachPreflightCheck(t *testing.T) {
 	}
 
 	// The cause fixed, the platform engineer asks for a new run.
-	failed := withObserved(observed, "access-check", failedCheck(observed["access-check"], cluster.CheckLaunch, "UnauthorizedOperation"))
+	failed := withObserved(observed, "access-check", failedCheck(observed["access-check"], cluster.CheckFleet, "UnauthorizedOperation"))
 	rerun := func() *requestBuilder { return aRequest(t).withXRAnnotation(cluster.RunAnnotation, "2026-12-01T17:00") }
 	rsp = run(t, rerun().observing(failed).build())
 	second := accessCheckPod(t, rsp)

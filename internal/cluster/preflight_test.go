@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/do-now/function-karpenter/internal/awsres"
+	"github.com/do-now/function-karpenter/internal/nodepools"
 	"github.com/do-now/function-karpenter/internal/spec"
 )
 
@@ -221,89 +222,175 @@ func operation(cli string) string {
 	return b.String()
 }
 
-// fakeAWS is an aws CLI that answers the preflight's calls as AWS would
-// for a healthy account, except the call whose arguments contain fail,
-// which it refuses with AWS's words (or, for "None", answers with no
-// match).
-const fakeAWS = `#!/bin/sh
-args="$*"
-if [ -n "$FAIL" ] && case "$args" in *"$FAIL"*) true;; *) false;; esac; then
-  if [ "$ANSWER" = None ]; then echo None; exit 0; fi
-  echo "$ANSWER" >&2; exit 254
-fi
-case "$args" in
-  "sts get-caller-identity"*) echo arn:aws:sts::111122223333:assumed-role/prod-eu-karpenter/eks-prod-eu-karpenter ;;
-  "sqs get-queue-url"*) echo https://sqs.eu-west-3.amazonaws.com/111122223333/prod-eu-karpenter ;;
-  "iam get-instance-profile"*) echo arn:aws:iam::111122223333:role/nodes ;;
-  "eks describe-cluster"*) echo 1.33 ;;
-  "ec2 describe-subnets"*) echo subnet-0123 ;;
-  "ec2 describe-security-groups"*) echo sg-0123 ;;
-  "ssm get-parameter"*) echo ami-0123 ;;
-  "ec2 run-instances"*) echo "An error occurred (DryRunOperation) when calling the RunInstances operation: Request would have succeeded, but DryRun flag is set." >&2; exit 254 ;;
-  *) echo "fake aws: unexpected call: $args" >&2; exit 2 ;;
-esac
-`
-
-// TestPreflightScript runs the preflight's script with /bin/sh and a fake
-// aws CLI: every check passing, then each check failing in turn with AWS's
-// own error, which must end the script with that check's exit code and
-// leave the check's name and AWS's words as the termination message.
-func TestPreflightScript(t *testing.T) {
-	if _, err := exec.LookPath("sh"); err != nil {
-		t.Skip("no sh on this machine")
-	}
-	c := load(t, map[string]any{})
+// runPreflight runs c's preflight script with /bin/sh and the fake aws
+// (fakeaws_test.go) under env, and returns its exit code, termination
+// message and output, and the launch templates it left behind.
+func runPreflight(t *testing.T, c *spec.Config, env ...string) (code int, msg, out string, left []string) {
+	t.Helper()
 	script, _ := Preflight(c)
-	bin := t.TempDir()
-	if err := os.WriteFile(filepath.Join(bin, "aws"), []byte(fakeAWS), 0o755); err != nil {
+	self, err := os.Executable()
+	if err != nil {
 		t.Fatal(err)
 	}
-	run := func(fail, answer string) (int, string, string) {
-		log := filepath.Join(t.TempDir(), "termination-log")
-		cmd := exec.Command("sh", "-c", script)
-		cmd.Env = append(os.Environ(), "PATH="+bin+":/usr/bin:/bin", "TERMINATION_LOG="+log, "FAIL="+fail, "ANSWER="+answer, "RETRY_SECONDS=0")
-		out, _ := cmd.CombinedOutput()
-		msg, _ := os.ReadFile(log)
-		return cmd.ProcessState.ExitCode(), string(msg), string(out)
+	bin, state := t.TempDir(), t.TempDir()
+	if err := os.Symlink(self, filepath.Join(bin, "aws")); err != nil {
+		t.Fatal(err)
 	}
-	if code, msg, out := run("", ""); code != 0 || msg != "" {
-		t.Fatalf("every call answered: exit %d, termination message %q\n%s", code, msg, out)
+	log := filepath.Join(t.TempDir(), "termination-log")
+	cmd := exec.Command("/bin/sh", "-c", script)
+	cmd.Env = append([]string{"PATH=" + bin + ":/usr/bin:/bin", "TERMINATION_LOG=" + log, "RETRY_SECONDS=0",
+		"FAKE_AWS_STATE=" + state, "AWS_REGION=" + c.Spec.Cluster.Region}, env...)
+	b, _ := cmd.CombinedOutput()
+	m, _ := os.ReadFile(log)
+	entries, _ := os.ReadDir(state)
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), "lt-") {
+			left = append(left, e.Name())
+		}
+	}
+	return cmd.ProcessState.ExitCode(), string(m), string(b), left
+}
+
+// TestPreflightScript runs the preflight's script with /bin/sh and the
+// fake aws: every check passing, then each check failing in turn with
+// AWS's own error, which must end the script with that check's exit code
+// and leave the check's name and AWS's words as the termination message,
+// and no launch template behind.
+func TestPreflightScript(t *testing.T) {
+	c := load(t, map[string]any{})
+	if code, msg, out, left := runPreflight(t, c); code != 0 || msg != "" || len(left) > 0 {
+		t.Fatalf("every call answered: exit %d, termination message %q, templates left %v\n%s", code, msg, left, out)
 	}
 	cases := []struct {
 		fail, answer string
+		env          []string
 		check        Check
 		says         string
 	}{
-		{"sts get-caller-identity", "Unable to locate credentials. You can configure credentials by running \"aws configure\".", CheckCredentials, "Unable to locate credentials"},
-		{"sqs get-queue-url", "An error occurred (AWS.SimpleQueueService.NonExistentQueue) when calling the GetQueueUrl operation: The specified queue does not exist.", CheckQueue, "NonExistentQueue"},
-		{"iam get-instance-profile", "An error occurred (AccessDenied) when calling the GetInstanceProfile operation: with an explicit deny in a permissions boundary", CheckProfile, "explicit deny in a permissions boundary"},
-		{"ec2 describe-subnets", "None", CheckSubnets, "pool private: no subnet has the tags"},
-		{"Name=group-name", "None", CheckGroups, "pool public: no security group matches Name=group-name,Values=prod-eu"},
-		{"ssm get-parameter", "An error occurred (ParameterNotFound) when calling the GetParameter operation: ", CheckAMI, "ParameterNotFound"},
-		{"eks describe-cluster", "An error occurred (AccessDeniedException) when calling the DescribeCluster operation: explicit deny in a service control policy", CheckAMI, "service control policy"},
-		{"ec2 run-instances", "Parameter validation failed:\nInvalid type for parameter IamInstanceProfile.Name", CheckLaunch, "Parameter validation failed"},
-		{"ec2 run-instances", "An error occurred (UnauthorizedOperation) when calling the RunInstances operation: You are not authorized to perform this operation. User is not authorized to perform: ec2:RunInstances with an explicit deny in a service control policy.", CheckLaunch, "UnauthorizedOperation"},
+		{fail: "sts get-caller-identity", answer: "Unable to locate credentials. You can configure credentials by running \"aws configure\".", check: CheckCredentials, says: "Unable to locate credentials"},
+		{env: []string{"FAKE_IDENTITY=arn:aws:sts::111122223333:assumed-role/nodes/i-0123"}, check: CheckCredentials, says: "assumed-role/nodes/i-0123"},
+		{env: []string{"FAKE_NO_CREDENTIALS=6"}, check: CheckCredentials, says: "Unable to locate credentials"},
+		{fail: "sqs get-queue-url", answer: "An error occurred (AWS.SimpleQueueService.NonExistentQueue) when calling the GetQueueUrl operation: The specified queue does not exist.", check: CheckQueue, says: "NonExistentQueue"},
+		{fail: "sqs receive-message", answer: "An error occurred (AccessDenied) when calling the ReceiveMessage operation: explicit deny in a resource-based policy", check: CheckQueue, says: "ReceiveMessage"},
+		{fail: "iam get-instance-profile", answer: "An error occurred (AccessDenied) when calling the GetInstanceProfile operation: with an explicit deny in a permissions boundary", check: CheckProfile, says: "explicit deny in a permissions boundary"},
+		{env: []string{"FAKE_PROFILE_ROLE=arn:aws:iam::111122223333:role/admin"}, check: CheckProfile, says: "does not carry the node role"},
+		{fail: "eks describe-cluster", answer: "An error occurred (AccessDeniedException) when calling the DescribeCluster operation: explicit deny in a service control policy", check: CheckCluster, says: "service control policy"},
+		{fail: "ec2 describe-subnets", answer: "None", check: CheckSubnets, says: "pool private: no subnet has the tags"},
+		{env: []string{"FAKE_SUBNETS=subnet-0a " + fakeVPC + " eu-west-3a;subnet-0e vpc-0other eu-west-3b"}, check: CheckSubnets, says: "subnet subnet-0e is in vpc-0other, not in the cluster's VPC " + fakeVPC},
+		{fail: "Name=group-name", answer: "None", check: CheckGroups, says: "pool public: no security group matches Name=group-name,Values=prod-eu"},
+		{env: []string{"FAKE_GROUPS=sg-0a vpc-0other"}, check: CheckGroups, says: "security group sg-0a is in vpc-0other"},
+		{fail: "ssm get-parameter", answer: "An error occurred (ParameterNotFound) when calling the GetParameter operation: ", check: CheckAMI, says: "ParameterNotFound"},
+		{fail: "ec2 create-launch-template --dry-run", answer: "An error occurred (UnauthorizedOperation) when calling the CreateLaunchTemplate operation: You are not authorized to perform this operation.", check: CheckTemplate, says: "UnauthorizedOperation"},
+		{fail: "ec2 create-fleet", answer: "Parameter validation failed:\nInvalid type for parameter LaunchTemplateConfigs", check: CheckFleet, says: "Parameter validation failed"},
+		// Not a refusal, and not DryRunOperation either: it proves nothing, so it fails.
+		{fail: "ec2 create-fleet", answer: "An error occurred (Unsupported) when calling the CreateFleet operation: Your requested instance type (m6i.2xlarge) is not supported in your requested Availability Zone.", check: CheckFleet, says: "Unsupported"},
 	}
 	for _, tc := range cases {
-		t.Run(tc.check.Name+"/"+tc.fail, func(t *testing.T) {
-			code, msg, out := run(tc.fail, tc.answer)
+		t.Run(tc.check.Name+"/"+tc.fail+strings.Join(tc.env, ","), func(t *testing.T) {
+			env := append([]string{"FAIL=" + tc.fail, "ANSWER=" + tc.answer}, tc.env...)
+			if tc.fail == "" {
+				env = tc.env
+			}
+			code, msg, out, left := runPreflight(t, c, env...)
 			if code != tc.check.ExitCode {
 				t.Errorf("exit %d, want %s's %d\n%s", code, tc.check.Name, tc.check.ExitCode, out)
 			}
 			if !strings.HasPrefix(msg, tc.check.Name+": ") || !strings.Contains(msg, tc.says) {
 				t.Errorf("termination message %q, want it to name %s and say %q", msg, tc.check.Name, tc.says)
 			}
+			if len(left) > 0 {
+				t.Errorf("launch templates %v left behind", left)
+			}
 		})
 	}
-	// The instance profile goes as JSON: a name with a comma stays one
-	// name, where the CLI's shorthand would split it.
-	comma := loadClaim(t, map[string]any{"nodeIdentity": map[string]any{"roleArn": "arn:aws:iam::111122223333:role/nodes", "instanceProfile": "nodes,eu"}}, map[string]any{})
-	if commaScript, _ := Preflight(comma); !strings.Contains(commaScript, `'--iam-instance-profile' '{"Name":"nodes,eu"}'`) {
-		t.Error("the launch does not pass the instance profile as JSON")
+}
+
+// TestPreflightChecksWhatThePoolMayUse: a zone a pool may launch in
+// without a subnet fails the subnets check; the first credentials missing,
+// as Pod Identity propagates, are waited for.
+func TestPreflightChecksWhatThePoolMayUse(t *testing.T) {
+	zoned := loadClaim(t, map[string]any{"pools": map[string]any{"private": map[string]any{"zones": []any{"eu-west-3a", "eu-west-3c"}}}},
+		map[string]any{"pools": map[string]any{"allowed": map[string]any{"zones": []any{"eu-west-3a", "eu-west-3b", "eu-west-3c"}}}})
+	code, msg, out, _ := runPreflight(t, zoned, "FAKE_SUBNETS=subnet-0a "+fakeVPC+" eu-west-3a;subnet-0b "+fakeVPC+" eu-west-3b")
+	if code != CheckSubnets.ExitCode || !strings.Contains(msg, "pool private may launch in eu-west-3c, where none of its subnets is") {
+		t.Errorf("a zone without a subnet: exit %d, %q\n%s", code, msg, out)
 	}
-	// A dry run that fails for another reason than permissions says
-	// nothing of them: a warning, and the preflight passes.
-	if code, msg, out := run("ec2 run-instances", "An error occurred (Unsupported) when calling the RunInstances operation: Your requested instance type (m5.large) is not supported in your requested Availability Zone."); code != 0 || msg != "" || !strings.Contains(out, "warning launch") {
-		t.Errorf("an unsupported instance type in the dry run: exit %d, message %q\n%s", code, msg, out)
+	if code, msg, out, _ := runPreflight(t, load(t, map[string]any{}), "FAKE_NO_CREDENTIALS=2"); code != 0 {
+		t.Errorf("credentials served on the third try: exit %d, %q\n%s", code, msg, out)
+	}
+}
+
+// TestPreflightReportsPricing: where a region-deny SCP keeps Karpenter
+// from the pricing API's region, the preflight passes and says so in its
+// termination message, which the Pod keeps.
+func TestPreflightReportsPricing(t *testing.T) {
+	c := load(t, map[string]any{})
+	code, msg, out, _ := runPreflight(t, c, "FAKE_SCPS=regions=eu-west-3")
+	if code != 0 || !strings.HasPrefix(msg, "passed, with warning pricing: Karpenter reads prices in eu-central-1 and cannot") {
+		t.Errorf("pricing out of reach: exit %d, termination message %q\n%s", code, msg, out)
+	}
+}
+
+// TestPreflightAsksWhatKarpenterAsks holds the preflight's launch against
+// Karpenter's own, under the service control policies organisations
+// write: the preflight passes exactly where Karpenter's launch passes. The
+// fake evaluates the script's create-fleet on the template the script
+// created; Karpenter's launch is modelled here from its v1.15.0 source:
+// the EC2NodeClass's metadata options and root volume in the launch
+// template (pkg/providers/launchtemplate/types.go, Build, of the base's
+// EC2NodeClass, which test/flux holds nodepools.Launch against), and
+// CreateFleet tagging the instance, the volume and the fleet with the
+// pool's tags (pkg/providers/instance/types.go, NewCreateFleetInputBuilder).
+func TestPreflightAsksWhatKarpenterAsks(t *testing.T) {
+	c := load(t, map[string]any{})
+	yes := true
+	shape := nodepools.Launch(c)
+	for _, tc := range []struct {
+		scps      string
+		karpenter bool // whether Karpenter's launch passes, as this test knows AWS
+	}{
+		{scps: "", karpenter: true},
+		{scps: "imdsv2", karpenter: true},
+		{scps: "encryption", karpenter: true},
+		{scps: "imdsv2,encryption", karpenter: true},
+		// The trap: the network interface is tagged through the launch
+		// template only, so a tag required on RunInstances is missing.
+		{scps: "tags=socle.do-now.io/tenant", karpenter: false},
+		{scps: "tags=CostCenter", karpenter: false},
+	} {
+		t.Run(tc.scps, func(t *testing.T) {
+			policies := scps(strings.Split(tc.scps, ","))
+			karpenterPasses := true
+			for _, s := range nodepools.Selections(c) {
+				lt := template{MetadataOptions: &struct {
+					HTTPTokens string `json:"HttpTokens"`
+				}{shape.HTTPTokens}}
+				lt.BlockDeviceMappings = append(lt.BlockDeviceMappings, struct{ Ebs *struct{ Encrypted *bool } }{&struct{ Encrypted *bool }{&yes}})
+				var fleetTags []tagSpec
+				for _, rt := range []string{"instance", "volume", "fleet"} {
+					ts := tagSpec{ResourceType: rt}
+					for k, v := range Tags(c, s) {
+						ts.Tags = append(ts.Tags, tag{k, v})
+					}
+					fleetTags = append(fleetTags, ts)
+				}
+				for _, r := range fakeContexts(lt, fleetTags, c.Spec.Cluster.Region) {
+					karpenterPasses = karpenterPasses && policies.denied(r) == ""
+				}
+			}
+			if karpenterPasses != tc.karpenter {
+				t.Fatalf("Karpenter's launch passes: %v, the case says %v", karpenterPasses, tc.karpenter)
+			}
+			code, msg, out, left := runPreflight(t, c, "FAKE_SCPS="+tc.scps)
+			if (code == 0) != karpenterPasses {
+				t.Errorf("the preflight exits %d (%q) where Karpenter's launch passes: %v\n%s", code, msg, karpenterPasses, out)
+			}
+			if !karpenterPasses && (code != CheckFleet.ExitCode || !strings.Contains(msg, "with an explicit deny in a service control policy")) {
+				t.Errorf("refused: exit %d, %q, want the fleet check with AWS's words", code, msg)
+			}
+			if len(left) > 0 {
+				t.Errorf("launch templates %v left behind", left)
+			}
+		})
 	}
 }

@@ -231,6 +231,38 @@ type Selection struct {
 	Architectures []string
 	// Tags are what Karpenter tags its instances with, besides its own.
 	Tags map[string]string
+	// Zones it may launch in (none: any zone of the region), Categories
+	// and MinGeneration the instances it may launch, PublicIP whether
+	// they get a public address.
+	Zones         []string
+	Categories    []string
+	MinGeneration int32
+	PublicIP      bool
+}
+
+// A LaunchShape is what every EC2NodeClass of the GitOps base
+// (examples/gitops/nodes) sets of the launch, which Karpenter puts in each
+// launch template (karpenter-provider-aws v1.15.0
+// pkg/providers/launchtemplate/types.go, Build): IMDSv2 with a hop limit of
+// one, so pods cannot reach the node's credentials, and an encrypted gp3
+// root volume. test/flux holds it against the base's EC2NodeClasses.
+type LaunchShape struct {
+	HTTPEndpoint, HTTPProtocolIPv6, HTTPTokens string
+	HTTPPutResponseHopLimit                    int32
+	RootDevice, VolumeType                     string
+	Encrypted, DeleteOnTermination             bool
+	// VolumeSize is input.nodes.rootVolumeSize, as the EC2NodeClass takes
+	// it (50Gi).
+	VolumeSize string
+}
+
+// Launch is the launch shape of every pool of c.
+func Launch(c *spec.Config) LaunchShape {
+	return LaunchShape{
+		HTTPEndpoint: "enabled", HTTPProtocolIPv6: "disabled", HTTPTokens: "required", HTTPPutResponseHopLimit: 1,
+		RootDevice: "/dev/xvda", VolumeType: "gp3", Encrypted: true, DeleteOnTermination: true,
+		VolumeSize: c.Input.Nodes.RootVolumeSize,
+	}
 }
 
 // Selections are the enabled pools' selections, the private pool first.
@@ -255,6 +287,10 @@ func Selections(c *spec.Config) []Selection {
 			AMIAlias:      nc.Spec.AMISelectorTerms[0].Alias,
 			Architectures: arch,
 			Tags:          nc.Spec.Tags,
+			Zones:         p.p.Zones,
+			Categories:    p.p.InstanceCategories,
+			MinGeneration: *p.p.MinGeneration,
+			PublicIP:      nc.Spec.AssociatePublicIPAddress,
 		}
 		s.SecurityGroupTags, s.SecurityGroupName = nc.Spec.SecurityGroupSelectorTerms[0].Tags, nc.Spec.SecurityGroupSelectorTerms[0].Name
 		out = append(out, s)

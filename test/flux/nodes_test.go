@@ -18,7 +18,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
+	"github.com/do-now/function-karpenter/internal/cluster"
 	"github.com/do-now/function-karpenter/internal/flux"
+	"github.com/do-now/function-karpenter/internal/nodepools"
 	"github.com/do-now/function-karpenter/internal/spec"
 	"github.com/do-now/function-karpenter/internal/versions"
 )
@@ -447,6 +449,7 @@ func buildsValidPools(t *testing.T, v versions.Version) {
 				if diff := cmp.Diff(want.nodeClass(name, p), nc); diff != "" {
 					t.Errorf("\n%s\nEC2NodeClass %s: -want, +got:\n%s", tc.reason, name, diff)
 				}
+				checkLaunchShape(t, c, nc)
 			}
 		})
 	}
@@ -537,3 +540,44 @@ func decodeStrict(t *testing.T, u *unstructured.Unstructured, into any) {
 
 // keys are m's keys, sorted.
 func keys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
+
+// checkLaunchShape holds what the preflight's launch template declares of
+// the launch (nodepools.Launch) against the EC2NodeClass Flux applies,
+// whose metadata options and root volume Karpenter copies into its own
+// launch templates: the preflight asks with the EC2NodeClass's values.
+func checkLaunchShape(t *testing.T, c *spec.Config, nc ec2NodeClass) {
+	t.Helper()
+	l := nodepools.Launch(c)
+	m := nc.Spec.MetadataOptions
+	got := nodepools.LaunchShape{
+		HTTPEndpoint: m.HTTPEndpoint, HTTPProtocolIPv6: m.HTTPProtocolIPv6, HTTPTokens: m.HTTPTokens,
+		HTTPPutResponseHopLimit: int32(m.HTTPPutResponseHopLimit),
+	}
+	if len(nc.Spec.BlockDeviceMappings) == 1 {
+		b := nc.Spec.BlockDeviceMappings[0]
+		got.RootDevice, got.VolumeType, got.Encrypted, got.DeleteOnTermination, got.VolumeSize = b.DeviceName, b.EBS.VolumeType, b.EBS.Encrypted, b.EBS.DeleteOnTermination, b.EBS.VolumeSize
+	}
+	if diff := cmp.Diff(l, got); diff != "" {
+		t.Errorf("EC2NodeClass %s: the preflight's launch shape -want, the EC2NodeClass's +got:\n%s", nc.Metadata.Name, diff)
+	}
+}
+
+// TestPreflightLaunchTypesExist: the instance types the preflight's fleet
+// asks for are ones Karpenter knows (v1.15.0's
+// pkg/providers/instancetype/zz_generated.bandwidth.go lists every type
+// it knows the bandwidth of), for every category the platform allows by
+// default, both architectures, and the generations from the default
+// minimum up.
+func TestPreflightLaunchTypesExist(t *testing.T) {
+	src := string(karpenterModule(t, "github.com/aws/karpenter-provider-aws@v1.15.0").file(t, "pkg/providers/instancetype/zz_generated.bandwidth.go"))
+	for _, cat := range []string{"c", "m", "r"} {
+		for gen := int32(5); gen <= 7; gen++ {
+			for _, arch := range []string{"amd64", "arm64"} {
+				it := cluster.LaunchType(nodepools.Selection{Categories: []string{cat}, MinGeneration: gen}, arch)
+				if !strings.Contains(src, `"`+it+`"`) {
+					t.Errorf("the preflight launches %s (%s, generation %d, %s), which Karpenter does not know", it, cat, gen, arch)
+				}
+			}
+		}
+	}
+}
