@@ -195,6 +195,11 @@ func (f *Function) compose(req *fnv1.RunFunctionRequest) (rsp *fnv1.RunFunctionR
 		refuse(rsp, oxr, ReasonRefused, errors.Errorf("refusing %s %q: %s", oxr.Resource.GetKind(), oxr.Resource.GetName(), errs.ToAggregate().Error()))
 		return rsp, composed
 	}
+	// A check that failed for a passing cause runs again, as a new Pod,
+	// once its backoff is over.
+	attempt, retryIn := cluster.Attempt(cfg, observed[cluster.AccessCheck], f.now())
+	cfg.AccessCheckAttempt = attempt
+	sequence.ProvenFirst(cfg, observed, &plan.Parts)
 	clusterLabels := map[string]string{spec.ClusterLabel: spec.KubernetesName(cfg.Spec.Cluster.Name)}
 	reported := awsres.ReadObserved(observed)
 	out, err := sequence.Run(sequence.Steps(cfg, reported, plan.Parts, observed, hold), observed, clusterLabels)
@@ -245,7 +250,11 @@ func (f *Function) compose(req *fnv1.RunFunctionRequest) (rsp *fnv1.RunFunctionR
 		// emitted so far is, while later steps are still withheld, or while
 		// a part still runs another version than the claim's.
 		dxr.Ready = resource.ReadyFalse
-		rsp.GetMeta().Ttl = durationpb.New(requeue.Waiting(f.now(), out.Unready, observed))
+		ttl := requeue.Waiting(f.now(), out.Unready, observed)
+		if retryIn > 0 {
+			ttl = min(ttl, retryIn)
+		}
+		rsp.GetMeta().Ttl = durationpb.New(ttl)
 		kind = paced
 	}
 	if err := response.SetDesiredCompositeResource(rsp, dxr); err != nil {

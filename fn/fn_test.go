@@ -723,6 +723,15 @@ func TestEachPreflightCheck(t *testing.T) {
 			says := "An error occurred (AccessDenied): explicit deny in a service control policy for " + check.Name
 			failed := withObserved(observed, "access-check", failedCheck(observed["access-check"], check, says))
 			rsp := run(t, aRequest(t).observing(failed).build())
+			if check == cluster.CheckCredentials {
+				// No credentials is what Pod Identity's propagation looks
+				// like: the check is tried again in a new Pod, unasked
+				// (TestAccessCheckRecovers).
+				if got := accessCheckPod(t, rsp); got == first {
+					t.Errorf("a failed credentials check keeps its Pod %s: it is never tried again", got)
+				}
+				return
+			}
 			msg := conditionMessage(rsp, "AccessCheckReady")
 			if want := fmt.Sprintf("Pod failed (exit %d, Error): %s: %s", check.ExitCode, check.Name, says); !strings.Contains(msg, want) {
 				t.Errorf("AccessCheckReady %q, want it to say %q", msg, want)

@@ -13,6 +13,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"strconv"
 
 	fnresource "github.com/crossplane/function-sdk-go/resource"
 	"github.com/crossplane/function-sdk-go/resource/composed"
@@ -159,23 +160,29 @@ func Object(c *spec.Config, m runtime.Object, r Readiness) (*unstructured.Unstru
 func accessCheck(c *spec.Config, labels map[string]string) *corev1.Pod {
 	spec := accessCheckSpec(c)
 	return &corev1.Pod{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
-		ObjectMeta: metav1.ObjectMeta{Name: podName(c, spec), Namespace: c.Input.PodIdentity.Namespace, Labels: labels},
-		Spec:       spec,
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+		ObjectMeta: metav1.ObjectMeta{Name: podName(c, spec, attempt(c)), Namespace: c.Input.PodIdentity.Namespace, Labels: labels,
+			Annotations: map[string]string{AttemptAnnotation: strconv.Itoa(attempt(c))}},
+		Spec: spec,
 	}
 }
+
+func attempt(c *spec.Config) int { return max(c.AccessCheckAttempt, 1) }
 
 func accessCheckSpec(c *spec.Config) corev1.PodSpec {
 	nonRoot := int64(65532)
 	yes, no := true, false
 	script, _ := Preflight(c)
 	return corev1.PodSpec{
-		ServiceAccountName:    c.Input.PodIdentity.ServiceAccount,
-		RestartPolicy:         corev1.RestartPolicyNever,
-		ActiveDeadlineSeconds: c.Input.AccessCheck.ActiveDeadlineSeconds,
-		NodeSelector:          c.Input.Controller.NodeSelector,
-		Tolerations:           c.Input.Controller.Tolerations,
-		Affinity:              NotOnManagedNodes(),
+		ServiceAccountName: c.Input.PodIdentity.ServiceAccount,
+		// The check needs no Kubernetes API: EKS Pod Identity brings its
+		// AWS credentials through a projected volume of its own.
+		AutomountServiceAccountToken: &no,
+		RestartPolicy:                corev1.RestartPolicyNever,
+		ActiveDeadlineSeconds:        c.Input.AccessCheck.ActiveDeadlineSeconds,
+		NodeSelector:                 c.Input.Controller.NodeSelector,
+		Tolerations:                  c.Input.Controller.Tolerations,
+		Affinity:                     NotOnManagedNodes(),
 		SecurityContext: &corev1.PodSecurityContext{
 			RunAsNonRoot:   &yes,
 			RunAsUser:      &nonRoot,
@@ -211,19 +218,25 @@ func accessCheckSpec(c *spec.Config) corev1.PodSpec {
 // name behind, finished: the composed Object stays (nothing that exists is
 // dropped), and the old Pods go with the controller's namespace.
 func PodName(c *spec.Config) string {
-	return podName(c, accessCheckSpec(c))
+	return podName(c, accessCheckSpec(c), attempt(c))
 }
 
-func podName(c *spec.Config, spec corev1.PodSpec) string {
-	return AccessCheckPod + "-" + accessCheckDigest(c, spec)
+func podName(c *spec.Config, spec corev1.PodSpec, attempt int) string {
+	return AccessCheckPod + "-" + accessCheckDigest(c, spec, attempt)
 }
 
-func accessCheckDigest(c *spec.Config, spec corev1.PodSpec) string {
+// accessCheckDigest is a digest of the Pod's spec, the run asked for and,
+// after the first, the attempt.
+func accessCheckDigest(c *spec.Config, spec corev1.PodSpec, attempt int) string {
 	b, _ := json.Marshal(spec) // a PodSpec always marshals
 	h := sha256.New()
 	h.Write(b)
 	h.Write([]byte{0})
 	h.Write([]byte(c.AccessCheckRun))
+	if attempt > 1 {
+		h.Write([]byte{0})
+		h.Write([]byte(strconv.Itoa(attempt)))
+	}
 	return hex.EncodeToString(h.Sum(nil))[:10]
 }
 

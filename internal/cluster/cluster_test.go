@@ -90,6 +90,9 @@ func TestAccessCheckRunsAsTheController(t *testing.T) {
 	if region != "eu-west-3" {
 		t.Errorf("AWS_REGION %q, want the cluster's region", region)
 	}
+	if a := pod.AutomountServiceAccountToken; a == nil || *a {
+		t.Error("the check mounts a Kubernetes API token it never uses: Pod Identity brings its AWS credentials through a volume of its own")
+	}
 }
 
 // TestAccessCheckRunsAgain: the access check's Pod's name changes when

@@ -115,3 +115,38 @@ func Steps(c *spec.Config, o awsres.Observed, p Parts, observed map[resource.Nam
 	}
 	return steps
 }
+
+// ProvenFirst holds the node pools back while the access check has not
+// passed on the Pod this call desires: a day-two change of what the
+// preflight proves (an AMI pin, zones, subnets, the instance profile, the
+// boundary, the cluster's Kubernetes version) runs the check again as a
+// new Pod, and until that Pod succeeded the nodes' Kustomization, once it
+// exists, keeps the manifest it was observed with, as the controller keeps
+// its own while it waits for its permissions (internal/upgrade).
+func ProvenFirst(c *spec.Config, observed map[resource.Name]resource.ObservedComposed, p *Parts) {
+	nodes, exists := observed[flux.NodesKustomization]
+	if !exists {
+		return
+	}
+	check, ok := observed[cluster.AccessCheck]
+	if ok && Observe(check).Ready {
+		if name, _ := check.Resource.GetString("status.atProvider.manifest.metadata.name"); name == cluster.PodName(c) {
+			return
+		}
+	}
+	manifest, err := nodes.Resource.GetValue("spec.forProvider.manifest")
+	if err != nil {
+		return
+	}
+	if p.Keep == nil {
+		p.Keep = map[resource.Name]map[string]any{}
+	}
+	if p.NotReady == nil {
+		p.NotReady = map[resource.Name]string{}
+	}
+	if p.Keep[flux.NodesKustomization] == nil {
+		p.Keep[flux.NodesKustomization] = map[string]any{}
+	}
+	p.Keep[flux.NodesKustomization]["spec.forProvider.manifest"] = manifest
+	p.NotReady[flux.NodesKustomization] = fmt.Sprintf("the node pools keep what they run until the access check passes on Pod %s", cluster.PodName(c))
+}

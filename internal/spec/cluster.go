@@ -33,6 +33,7 @@ const (
 	DefaultAccessCheckImage       = "public.ecr.aws/aws-cli/aws-cli:2.31.30"
 	DefaultBackoffLimit     int32 = 6
 	DefaultDeadline         int64 = 600
+	DefaultAttempts         int32 = 4
 	DefaultRootVolumeSize         = "50Gi"
 	// DefaultPublicSecurityGroupSuffix names the public nodes' security
 	// group <cluster>-public-nodes.
@@ -76,6 +77,10 @@ func defaultCluster(in *v1beta1.Input) {
 	if a.BackoffLimit == nil {
 		b := DefaultBackoffLimit
 		a.BackoffLimit = &b
+	}
+	if a.Attempts == nil {
+		n := DefaultAttempts
+		a.Attempts = &n
 	}
 	if a.ActiveDeadlineSeconds == nil {
 		d := DefaultDeadline

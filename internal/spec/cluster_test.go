@@ -18,7 +18,7 @@ func TestClusterDefaults(t *testing.T) {
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
-	backoff, deadline, suffix, on, replicas := int32(6), int64(600), "-public-nodes", true, int32(2)
+	backoff, deadline, suffix, on, replicas, attempts := int32(6), int64(600), "-public-nodes", true, int32(2), int32(4)
 	want := struct {
 		Flux        v1beta1.Flux
 		Controller  v1beta1.Controller
@@ -39,7 +39,7 @@ func TestClusterDefaults(t *testing.T) {
 			Requests: corev1.ResourceList{"cpu": resource.MustParse("500m"), "memory": resource.MustParse("512Mi")},
 			Limits:   corev1.ResourceList{"cpu": resource.MustParse("1"), "memory": resource.MustParse("1Gi")},
 		}}},
-		AccessCheck: v1beta1.AccessCheck{Image: "public.ecr.aws/aws-cli/aws-cli:2.31.30", BackoffLimit: &backoff, ActiveDeadlineSeconds: &deadline},
+		AccessCheck: v1beta1.AccessCheck{Image: "public.ecr.aws/aws-cli/aws-cli:2.31.30", BackoffLimit: &backoff, Attempts: &attempts, ActiveDeadlineSeconds: &deadline},
 		Monitoring:  v1beta1.Monitoring{Enabled: &on, NearLimitsRatio: "0.9"},
 		Nodes: v1beta1.Nodes{
 			PrivateSubnetTags:         map[string]string{"kubernetes.io/role/internal-elb": "1"},

@@ -64,6 +64,9 @@ type Config struct {
 	// AccessCheckRun is the XR's socle.do-now.io/access-check-run
 	// annotation: a new value runs the access check again.
 	AccessCheckRun string
+	// AccessCheckAttempt is which attempt of this run the access check's
+	// Pod is, from 1 (internal/cluster.Attempt).
+	AccessCheckAttempt int
 
 	// XR is the composite this call composes for, and its API. The
 	// function sets it from the observed XR; Load does not read it.

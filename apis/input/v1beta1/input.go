@@ -355,6 +355,15 @@ type AccessCheck struct {
 	// +kubebuilder:validation:Maximum=20
 	// +optional
 	BackoffLimit *int32 `json:"backoffLimit,omitempty"`
+	// Attempts is how many Pods the check may take when one fails for a
+	// passing cause: no credentials yet (a Pod admitted before EKS
+	// propagated the Pod Identity association never gets any), AWS
+	// throttling, the deadline, an eviction. Each retry is a new Pod, after
+	// a backoff of 15s doubling. A refusal by AWS is never retried. Default 4.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10
+	// +optional
+	Attempts *int32 `json:"attempts,omitempty"`
 	// ActiveDeadlineSeconds bounds the whole check: the Pod's
 	// activeDeadlineSeconds.
 	// +kubebuilder:validation:Minimum=30

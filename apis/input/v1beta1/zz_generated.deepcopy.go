@@ -17,6 +17,11 @@ func (in *AccessCheck) DeepCopyInto(out *AccessCheck) {
 		*out = new(int32)
 		**out = **in
 	}
+	if in.Attempts != nil {
+		in, out := &in.Attempts, &out.Attempts
+		*out = new(int32)
+		**out = **in
+	}
 	if in.ActiveDeadlineSeconds != nil {
 		in, out := &in.ActiveDeadlineSeconds, &out.ActiveDeadlineSeconds
 		*out = new(int64)

@@ -1,0 +1,92 @@
+package cluster
+
+import (
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/crossplane/function-sdk-go/resource"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/do-now/function-karpenter/internal/spec"
+)
+
+// AttemptAnnotation on the access check's Pod says which attempt of its run
+// it is.
+const AttemptAnnotation = "socle.do-now.io/access-check-attempt"
+
+// FirstBackoff is how long after a passing failure the next attempt
+// starts; it doubles with each attempt.
+const FirstBackoff = 15 * time.Second
+
+// passing are the answers of AWS that say "not now" rather than "no":
+// throttling (the CLI retries a few times before it gives up).
+var passing = []string{"Throttling", "ThrottlingException", "RequestLimitExceeded", "TooManyRequestsException", "SlowDown", "RequestThrottled"}
+
+// Attempt is which attempt of its run the access check's Pod is at now,
+// from what the composed Object observed: the attempt its Pod is, or the
+// next one once that Pod failed for a passing cause, its backoff is over
+// and the platform's attempts are not spent. A Pod of another spec or run
+// starts again at 1. wait is how long until the next attempt is due; zero
+// when none is.
+func Attempt(c *spec.Config, ocd resource.ObservedComposed, now time.Time) (n int, wait time.Duration) {
+	r := ocd.Resource
+	if r == nil {
+		return 1, 0
+	}
+	var desired, pod struct {
+		Metadata struct {
+			Name        string            `json:"name"`
+			Annotations map[string]string `json:"annotations"`
+		} `json:"metadata"`
+		Status struct {
+			Phase             string `json:"phase"`
+			Reason            string `json:"reason"`
+			ContainerStatuses []struct {
+				State struct {
+					Terminated *struct {
+						ExitCode   int       `json:"exitCode"`
+						Message    string    `json:"message"`
+						FinishedAt time.Time `json:"finishedAt"`
+					} `json:"terminated"`
+				} `json:"state"`
+			} `json:"containerStatuses"`
+		} `json:"status"`
+	}
+	if r.GetValueInto("spec.forProvider.manifest", &desired) != nil {
+		return 1, 0
+	}
+	n, err := strconv.Atoi(desired.Metadata.Annotations[AttemptAnnotation])
+	if err != nil || n < 1 || desired.Metadata.Name != podName(c, accessCheckSpec(c), n) {
+		return 1, 0 // what the check checks, or the run asked for, changed
+	}
+	if r.GetValueInto("status.atProvider.manifest", &pod) != nil || pod.Metadata.Name != desired.Metadata.Name ||
+		pod.Status.Phase != string(corev1.PodFailed) || n >= int(*c.Input.AccessCheck.Attempts) {
+		return n, 0
+	}
+	var finished time.Time
+	transient := pod.Status.Reason == "DeadlineExceeded" || pod.Status.Reason == "Evicted"
+	for _, cs := range pod.Status.ContainerStatuses {
+		if t := cs.State.Terminated; t != nil {
+			finished = t.FinishedAt
+			transient = transient || t.ExitCode == CheckCredentials.ExitCode || throttled(t.Message)
+		}
+	}
+	if !transient {
+		return n, 0 // AWS said no: a person fixes the cause and asks for a run
+	}
+	due := finished.Add(FirstBackoff << (n - 1))
+	if now.Before(due) {
+		return n, due.Sub(now)
+	}
+	return n + 1, 0
+}
+
+func throttled(msg string) bool {
+	for _, p := range passing {
+		if strings.Contains(msg, "("+p+")") {
+			return true
+		}
+	}
+	return false
+}
