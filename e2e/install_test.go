@@ -44,6 +44,7 @@ var providerAWSCRDs = []string{
 	"cloudwatchevents.aws.upbound.io_rules.yaml",
 	"cloudwatchevents.aws.upbound.io_targets.yaml",
 	"eks.aws.upbound.io_podidentityassociations.yaml",
+	"eks.aws.upbound.io_clusters.yaml",
 	"aws.upbound.io_providerconfigs.yaml",
 	"iam.aws.m.upbound.io_roles.yaml",
 	"iam.aws.m.upbound.io_rolepolicies.yaml",
@@ -52,6 +53,7 @@ var providerAWSCRDs = []string{
 	"cloudwatchevents.aws.m.upbound.io_rules.yaml",
 	"cloudwatchevents.aws.m.upbound.io_targets.yaml",
 	"eks.aws.m.upbound.io_podidentityassociations.yaml",
+	"eks.aws.m.upbound.io_clusters.yaml",
 	"aws.m.upbound.io_clusterproviderconfigs.yaml",
 	"aws.m.upbound.io_providerconfigs.yaml",
 }

@@ -118,7 +118,7 @@ var steps = []struct {
 	rounds    [][]string
 	beside    bool
 }{
-	{"IdentityAndQueueReady", [][]string{{"controller-role", "controller-role-policy", "interruption-queue",
+	{"IdentityAndQueueReady", [][]string{{"controller-role", "controller-role-policy", "interruption-queue", "eks-cluster",
 		"rule-capacity-reservation", "rule-health", "rule-rebalance", "rule-spot-interruption", "rule-state-change"}}, false},
 	{"InterruptionWiringReady", [][]string{{"interruption-queue-policy", "pod-identity-association",
 		"target-capacity-reservation", "target-health", "target-rebalance", "target-spot-interruption", "target-state-change"}}, false},

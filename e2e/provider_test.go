@@ -66,6 +66,7 @@ var composedKinds = []composedKind{
 	{gvr("cloudwatchevents.aws.upbound.io", "v1beta1", "rules"), "Rule", false, providerFinalizer, "aws.upbound.io"},
 	{gvr("cloudwatchevents.aws.upbound.io", "v1beta1", "targets"), "Target", false, providerFinalizer, "aws.upbound.io"},
 	{gvr("eks.aws.upbound.io", "v1beta1", "podidentityassociations"), "PodIdentityAssociation", false, providerFinalizer, "aws.upbound.io"},
+	{gvr("eks.aws.upbound.io", "v1beta1", "clusters"), "Cluster", false, providerFinalizer, "aws.upbound.io"},
 	{gvr("kubernetes.crossplane.io", "v1alpha2", "objects"), "Object", false, providerFinalizer, "kubernetes.crossplane.io"},
 	{gvr("protection.crossplane.io", "v1beta1", "clusterusages"), "ClusterUsage", false, "", ""},
 
@@ -76,6 +77,7 @@ var composedKinds = []composedKind{
 	{gvr("cloudwatchevents.aws.m.upbound.io", "v1beta1", "rules"), "Rule", true, providerFinalizer, "aws.m.upbound.io"},
 	{gvr("cloudwatchevents.aws.m.upbound.io", "v1beta1", "targets"), "Target", true, providerFinalizer, "aws.m.upbound.io"},
 	{gvr("eks.aws.m.upbound.io", "v1beta1", "podidentityassociations"), "PodIdentityAssociation", true, providerFinalizer, "aws.m.upbound.io"},
+	{gvr("eks.aws.m.upbound.io", "v1beta1", "clusters"), "Cluster", true, providerFinalizer, "aws.m.upbound.io"},
 	{gvr("kubernetes.m.crossplane.io", "v1alpha1", "objects"), "Object", true, providerFinalizer, "kubernetes.m.crossplane.io"},
 	{gvr("protection.crossplane.io", "v1beta1", "usages"), "Usage", true, "", ""},
 }
@@ -796,6 +798,16 @@ func atProvider(u *unstructured.Unstructured) map[string]any {
 		at["associationArn"] = fmt.Sprintf("arn:aws:eks:%s:%s:podidentityassociation/%s/a-e2e0123456789", region, testAccount, str("clusterName"))
 		at["associationId"] = "a-e2e0123456789"
 		at["id"] = str("clusterName") + ",a-e2e0123456789"
+	case "Cluster":
+		// The existing cluster the observe-only Cluster finds: vpcConfig is a list in the
+		// cluster-scoped v1beta1, an object in the namespaced one.
+		at["arn"] = fmt.Sprintf("arn:aws:eks:%s:%s:cluster/%s", region, testAccount, ext)
+		at["version"] = "1.34"
+		vpc := map[string]any{"vpcId": "vpc-0e2e", "clusterSecurityGroupId": "sg-0e2e"}
+		at["vpcConfig"] = []any{vpc}
+		if strings.Contains(u.GetAPIVersion(), ".m.") {
+			at["vpcConfig"] = vpc
+		}
 	}
 	return at
 }

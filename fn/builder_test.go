@@ -17,6 +17,9 @@ const (
 	clusterName = "prod-eu"
 	region      = "eu-west-3"
 	nodeRoleARN = "arn:aws:iam::111122223333:role/prod-eu-bootstrap-nodes"
+	// clusterVersion is the Kubernetes version AWS reports for the
+	// claimed cluster.
+	clusterVersion = "1.34"
 )
 
 // requestBuilder assembles a RunFunctionRequest so cases read like the story
@@ -92,9 +95,9 @@ var (
 			"Role": "iam.aws.upbound.io/v1beta1", "RolePolicy": "iam.aws.upbound.io/v1beta1",
 			"Queue": "sqs.aws.upbound.io/v1beta1", "QueuePolicy": "sqs.aws.upbound.io/v1beta1",
 			"Rule": "cloudwatchevents.aws.upbound.io/v1beta1", "Target": "cloudwatchevents.aws.upbound.io/v1beta1",
-			"PodIdentityAssociation": "eks.aws.upbound.io/v1beta1",
-			"Object":                 "kubernetes.crossplane.io/v1alpha2",
-			"ClusterUsage":           "protection.crossplane.io/v1beta1",
+			"PodIdentityAssociation": "eks.aws.upbound.io/v1beta1", "Cluster": "eks.aws.upbound.io/v1beta1",
+			"Object":       "kubernetes.crossplane.io/v1alpha2",
+			"ClusterUsage": "protection.crossplane.io/v1beta1",
 		},
 	}
 	namespacedAPI = api{
@@ -103,9 +106,9 @@ var (
 			"Role": "iam.aws.m.upbound.io/v1beta1", "RolePolicy": "iam.aws.m.upbound.io/v1beta1",
 			"Queue": "sqs.aws.m.upbound.io/v1beta1", "QueuePolicy": "sqs.aws.m.upbound.io/v1beta1",
 			"Rule": "cloudwatchevents.aws.m.upbound.io/v1beta1", "Target": "cloudwatchevents.aws.m.upbound.io/v1beta1",
-			"PodIdentityAssociation": "eks.aws.m.upbound.io/v1beta1",
-			"Object":                 "kubernetes.m.crossplane.io/v1alpha1",
-			"Usage":                  "protection.crossplane.io/v1beta1",
+			"PodIdentityAssociation": "eks.aws.m.upbound.io/v1beta1", "Cluster": "eks.aws.m.upbound.io/v1beta1",
+			"Object": "kubernetes.m.crossplane.io/v1alpha1",
+			"Usage":  "protection.crossplane.io/v1beta1",
 		},
 		providerConfigKind: "ClusterProviderConfig",
 	}

@@ -178,7 +178,10 @@ func (f *Function) compose(req *fnv1.RunFunctionRequest) (rsp *fnv1.RunFunctionR
 		response.Fatal(rsp, errors.Wrap(err, "cannot get observed composed resources"))
 		return rsp, composed
 	}
+	reported := awsres.ReadObserved(observed)
+	cfg.ClusterVersion = reported.ClusterVersion
 	errs = append(tenancy.Check(cfg, cfg.Owner.Namespace), awsres.CheckIdentity(cfg, observed)...)
+	errs = append(errs, cfg.CheckAMIsServe()...)
 	hold, e := tenancy.Holds(cfg, xr, roles, leases, observed, f.now())
 	if e != nil {
 		errs = append(errs, e)
@@ -201,7 +204,6 @@ func (f *Function) compose(req *fnv1.RunFunctionRequest) (rsp *fnv1.RunFunctionR
 	cfg.AccessCheckAttempt = attempt
 	sequence.ProvenFirst(cfg, observed, &plan.Parts)
 	clusterLabels := map[string]string{spec.ClusterLabel: spec.KubernetesName(cfg.Spec.Cluster.Name)}
-	reported := awsres.ReadObserved(observed)
 	out, err := sequence.Run(sequence.Steps(cfg, reported, plan.Parts, observed, hold), observed, clusterLabels)
 	if err != nil {
 		response.Fatal(rsp, err)

@@ -21,7 +21,7 @@ import (
 
 var (
 	step1 = []string{
-		"controller-role", "controller-role-policy", "interruption-queue",
+		"controller-role", "controller-role-policy", "interruption-queue", "eks-cluster",
 		"rule-capacity-reservation", "rule-health", "rule-rebalance", "rule-spot-interruption", "rule-state-change",
 	}
 	step2 = []string{

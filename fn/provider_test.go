@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
@@ -100,6 +101,17 @@ func (p fakeProviders) created(desired map[string]any, ready bool) map[string]an
 		at["arn"] = fmt.Sprintf("arn:aws:events:%s:%s:rule/%s", str("region"), p.account, ext)
 	case "PodIdentityAssociation":
 		at["associationArn"] = fmt.Sprintf("arn:aws:eks:%s:%s:podidentityassociation/%s/a-0123456789", str("region"), p.account, str("clusterName"))
+	case "Cluster":
+		// The existing cluster the observe-only Cluster finds, as
+		// provider-aws writes it: vpcConfig a list in the claim API's
+		// v1beta1, an object in the namespaced one's.
+		at["arn"] = fmt.Sprintf("arn:aws:eks:%s:%s:cluster/%s", str("region"), p.account, ext)
+		at["version"] = clusterVersion
+		vpc := map[string]any{"vpcId": "vpc-0fa4e", "clusterSecurityGroupId": "sg-0c1u5"}
+		at["vpcConfig"] = []any{vpc}
+		if apiVersion, _ := obj["apiVersion"].(string); strings.Contains(apiVersion, ".m.") {
+			at["vpcConfig"] = vpc
+		}
 	}
 	obj["status"] = map[string]any{"atProvider": at, "conditions": conditions(ready, "", "")}
 	return obj

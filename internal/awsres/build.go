@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 
+	xpv1 "github.com/crossplane/crossplane-runtime/v2/apis/common/v1"
 	"github.com/crossplane/function-sdk-go/resource"
 	events "github.com/upbound/provider-aws/v2/apis/cluster/cloudwatchevents/v1beta1"
 	eks "github.com/upbound/provider-aws/v2/apis/cluster/eks/v1beta1"
@@ -31,7 +32,7 @@ const ClusterTag = spec.ClusterLabel
 type Resources = map[resource.Name]runtime.Object
 
 // Identity returns step one: the controller role and its inline policy, the
-// interruption queue and the five rules. It needs nothing observed: every ARN
+// interruption queue and the five rules, and the observed EKS cluster. It needs nothing observed: every ARN
 // it names is derived from the node role's account.
 func Identity(c *spec.Config) (Resources, error) {
 	doc, err := ControllerPolicy(c)
@@ -83,6 +84,16 @@ func Identity(c *spec.Config) (Resources, error) {
 					Tags:                    tags,
 				},
 			},
+		},
+	}
+	observeOnly := resourceSpec(c)
+	observeOnly.ManagementPolicies = xpv1.ManagementPolicies{xpv1.ManagementActionObserve}
+	res[EKSCluster] = &eks.Cluster{
+		TypeMeta:   typeMeta(eks.Cluster_GroupVersionKind.GroupVersion().String(), eks.Cluster_Kind),
+		ObjectMeta: externalName(c.Spec.Cluster.Name),
+		Spec: eks.ClusterSpec{
+			ResourceSpec: observeOnly,
+			ForProvider:  eks.ClusterParameters{Region: ptr(c.Spec.Cluster.Region)},
 		},
 	}
 	for _, r := range interruption.Rules {

@@ -18,6 +18,10 @@ const (
 	InterruptionQueue       resource.Name = "interruption-queue"
 	InterruptionQueuePolicy resource.Name = "interruption-queue-policy"
 	PodIdentityAssociation  resource.Name = "pod-identity-association"
+	// EKSCluster observes the claimed EKS cluster (managementPolicies:
+	// Observe): its Kubernetes version, ARN and VPC. It manages nothing,
+	// and deleting it deletes nothing in AWS.
+	EKSCluster resource.Name = "eks-cluster"
 )
 
 // RuleResource is the composed resource name of an interruption rule.

@@ -1,6 +1,8 @@
 package awsres
 
 import (
+	"cmp"
+
 	"github.com/crossplane/function-sdk-go/resource"
 
 	"github.com/do-now/function-karpenter/internal/interruption"
@@ -14,6 +16,9 @@ type Observed struct {
 	QueueARN string
 	// RuleARNs maps an interruption rule key to its ARN.
 	RuleARNs map[string]string
+	// The claimed EKS cluster as AWS describes it: its Kubernetes version
+	// (1.34), ARN and VPC.
+	ClusterVersion, ClusterARN, ClusterVPC string
 }
 
 // ReadObserved reads the identifiers providers wrote into status.atProvider.
@@ -31,6 +36,11 @@ func ReadObserved(ocds map[resource.Name]resource.ObservedComposed) Observed {
 		QueueURL: get(InterruptionQueue, "status.atProvider.url"),
 		QueueARN: get(InterruptionQueue, "status.atProvider.arn"),
 		RuleARNs: map[string]string{},
+		// Observed as provider-aws writes it: the claim API's v1beta1 keeps
+		// vpcConfig as a list, the namespaced one as an object.
+		ClusterVersion: get(EKSCluster, "status.atProvider.version"),
+		ClusterARN:     get(EKSCluster, "status.atProvider.arn"),
+		ClusterVPC:     cmp.Or(get(EKSCluster, "status.atProvider.vpcConfig[0].vpcId"), get(EKSCluster, "status.atProvider.vpcConfig.vpcId")),
 	}
 	for _, r := range interruption.Rules {
 		if arn := get(RuleResource(r), "status.atProvider.arn"); arn != "" {

@@ -193,12 +193,12 @@ func accessCheckSpec(c *spec.Config) corev1.PodSpec {
 			Image:                    c.Input.AccessCheck.Image,
 			Command:                  []string{"/bin/sh", "-c", script},
 			TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
-			Env: []corev1.EnvVar{
+			Env: append([]corev1.EnvVar{
 				{Name: "AWS_REGION", Value: c.Spec.Cluster.Region},
 				{Name: "AWS_STS_REGIONAL_ENDPOINTS", Value: "regional"},
 				{Name: "AWS_PAGER", Value: ""},
 				{Name: "HOME", Value: "/tmp"},
-			},
+			}, clusterVersion(c)...),
 			SecurityContext: &corev1.SecurityContext{
 				AllowPrivilegeEscalation: &no,
 				ReadOnlyRootFilesystem:   &yes,
@@ -258,4 +258,14 @@ func NotOnManagedNodes() *corev1.Affinity {
 			}},
 		},
 	}}
+}
+
+// clusterVersion is the Kubernetes version AWS reports for the cluster,
+// once observed, which the Pod carries so that a control-plane upgrade
+// runs every check again (its AMIs above all) as a new Pod.
+func clusterVersion(c *spec.Config) []corev1.EnvVar {
+	if c.ClusterVersion == "" {
+		return nil
+	}
+	return []corev1.EnvVar{{Name: "EKS_CLUSTER_VERSION", Value: c.ClusterVersion}}
 }

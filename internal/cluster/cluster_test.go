@@ -107,6 +107,13 @@ func TestAccessCheckRunsAgain(t *testing.T) {
 	if pod := Manifests(c)[AccessCheck].(*corev1.Pod); pod.Name != name {
 		t.Errorf("Pod %s, want %s", pod.Name, name)
 	}
+	observed := load(t, in)
+	observed.ClusterVersion = "1.34"
+	upgraded := load(t, in)
+	upgraded.ClusterVersion = "1.35"
+	if PodName(observed) == PodName(upgraded) {
+		t.Error("the cluster's control plane moved to 1.35, yet the check is not run again for it")
+	}
 	rerun := load(t, in)
 	rerun.AccessCheckRun = "2026-12-01"
 	if PodName(rerun) == name {

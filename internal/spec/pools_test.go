@@ -1,6 +1,7 @@
 package spec
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -301,5 +302,36 @@ func TestSubnetScope(t *testing.T) {
 		"tenancy": map[string]any{"clusters": []any{prodEUDeclared(), otherRegion}},
 	})); len(errs) > 0 {
 		t.Errorf("two regions: %v", errs)
+	}
+}
+
+// TestAMIsServeTheCluster: once AWS reports the cluster's Kubernetes
+// version, a pin the function knows serves no AMI for it is refused at the
+// pool's path, the platform's pin as much as a tenant's; before, nothing
+// is refused for it.
+func TestAMIsServeTheCluster(t *testing.T) {
+	c, errs := Load(owner, xr(with("pools.private.amiAlias", "al2023@v20251120")), nil)
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	if errs := c.CheckAMIsServe(); len(errs) > 0 {
+		t.Errorf("version not observed yet: %v", errs)
+	}
+	c.ClusterVersion = "1.34"
+	if errs := c.CheckAMIsServe(); len(errs) > 0 {
+		t.Errorf("v20251120 serves 1.34: %v", errs)
+	}
+	c.ClusterVersion = "1.35"
+	errs = c.CheckAMIsServe()
+	if len(errs) != 1 || errs[0].Field != "spec.pools.private.amiAlias" || !strings.Contains(errs[0].Detail, `cluster "prod-eu" runs Kubernetes 1.35: serves no Kubernetes 1.35 AMI`) {
+		t.Errorf("v20251120 on a 1.35 cluster: %v, want one refusal at spec.pools.private.amiAlias", errs)
+	}
+	c.ClusterVersion = "1.29" // below what the default (v20260714: 1.30 to 1.36) serves
+	said := false
+	for _, e := range c.CheckAMIsServe() {
+		said = said || e.Field == "spec.pools.public.amiAlias" && strings.Contains(e.Detail, "the platform's pin")
+	}
+	if !said {
+		t.Errorf("the platform's default on a 1.29 cluster: %v, want it refused as the platform's pin", c.CheckAMIsServe())
 	}
 }

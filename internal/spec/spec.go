@@ -67,6 +67,9 @@ type Config struct {
 	// AccessCheckAttempt is which attempt of this run the access check's
 	// Pod is, from 1 (internal/cluster.Attempt).
 	AccessCheckAttempt int
+	// ClusterVersion is the claimed cluster's Kubernetes version as AWS
+	// reports it (1.34); empty until the observed cluster says.
+	ClusterVersion string
 
 	// XR is the composite this call composes for, and its API. The
 	// function sets it from the observed XR; Load does not read it.

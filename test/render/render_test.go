@@ -85,6 +85,7 @@ var providerCRDs = []string{
 	"cloudwatchevents.aws.upbound.io_rules.yaml",
 	"cloudwatchevents.aws.upbound.io_targets.yaml",
 	"eks.aws.upbound.io_podidentityassociations.yaml",
+	"eks.aws.upbound.io_clusters.yaml",
 	"iam.aws.m.upbound.io_roles.yaml",
 	"iam.aws.m.upbound.io_rolepolicies.yaml",
 	"sqs.aws.m.upbound.io_queues.yaml",
@@ -92,6 +93,7 @@ var providerCRDs = []string{
 	"cloudwatchevents.aws.m.upbound.io_rules.yaml",
 	"cloudwatchevents.aws.m.upbound.io_targets.yaml",
 	"eks.aws.m.upbound.io_podidentityassociations.yaml",
+	"eks.aws.m.upbound.io_clusters.yaml",
 }
 
 // The provider-kubernetes CRDs (PROVIDER_KUBERNETES_CRDS) of the Object that
