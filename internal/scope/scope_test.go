@@ -66,8 +66,8 @@ func TestNamespacedKindsKeepEveryField(t *testing.T) {
 	for n, o := range awsres.Wiring(c, awsres.Observed{}) {
 		built[n] = o
 	}
-	if len(built) != 15 {
-		t.Fatalf("steps one and two built %d managed resources, want 15", len(built))
+	if len(built) != 16 {
+		t.Fatalf("steps one and two built %d managed resources, want 16", len(built))
 	}
 	for name, o := range built {
 		cd, err := scope.Namespaced.Compose(o, "team-a")
