@@ -113,3 +113,22 @@ func TestChangeProvenBeforeTheNodes(t *testing.T) {
 		t.Error("the access check passed on the change, yet the node pools kept their old manifest")
 	}
 }
+
+// TestAccessCheckWarningsReachTheClaim: a check that passed with a
+// warning (the pricing API out of reach) is Ready, and AccessCheckReady
+// says what it warned of.
+func TestAccessCheckWarningsReachTheClaim(t *testing.T) {
+	observed := readyAt(t, "1.15.0", func(b *requestBuilder) *requestBuilder { return b })
+	manifest := observed[cluster.AccessCheck]["status"].(map[string]any)["atProvider"].(map[string]any)["manifest"].(map[string]any)
+	warning := "passed, with warning pricing: Karpenter reads prices in eu-central-1 and cannot: An error occurred (AccessDeniedException)"
+	manifest["status"] = map[string]any{"phase": "Succeeded", "containerStatuses": []any{map[string]any{
+		"name": "aws", "state": map[string]any{"terminated": map[string]any{"exitCode": 0, "reason": "Completed", "message": warning + "\n"}},
+	}}}
+	rsp := run(t, aRequest(t).observing(observed).build())
+	if c := conditionsOf(rsp)["AccessCheckReady"]; c.Status != fnv1.Status_STATUS_CONDITION_TRUE {
+		t.Errorf("AccessCheckReady %v, want True: a warning does not fail the check", c)
+	}
+	if msg := conditionMessage(rsp, "AccessCheckReady"); !strings.Contains(msg, "access-check: "+warning) {
+		t.Errorf("AccessCheckReady %q, want it to carry the warning", msg)
+	}
+}

@@ -111,7 +111,7 @@ func Run(steps []Step, observed map[resource.Name]resource.ObservedComposed, lab
 				health[name] = s.observe(name, objs[name], ocd)
 			}
 		}
-		var pending, problems []string
+		var pending, problems, notes []string
 		for _, name := range sortedNames(objs) {
 			out.Refs[name] = refOf(objs[name])
 			_, exists := observed[name]
@@ -127,6 +127,9 @@ func Run(steps []Step, observed map[resource.Name]resource.ObservedComposed, lab
 			h := health[name]
 			if h.Ready {
 				dc.Ready = resource.ReadyTrue
+				for _, n := range h.Notes {
+					notes = append(notes, fmt.Sprintf("%s: %s", name, n))
+				}
 			} else {
 				pending = append(pending, string(name))
 				out.Unready = append(out.Unready, name)
@@ -150,6 +153,9 @@ func Run(steps []Step, observed map[resource.Name]resource.ObservedComposed, lab
 			}
 		default:
 			c.Message = fmt.Sprintf("%d resources Ready", len(objs))
+			if len(notes) > 0 {
+				c.Message += "; " + strings.Join(notes, "; ")
+			}
 		}
 		out.Conditions = append(out.Conditions, c)
 		if !c.Ready {

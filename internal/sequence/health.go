@@ -19,6 +19,9 @@ type Health struct {
 	Ready bool
 	// Problems are what its controller reported it cannot do, verbatim.
 	Problems []string
+	// Notes are what a Ready resource reports worth knowing: the access
+	// check that passed with a warning.
+	Notes []string
 }
 
 // Observe reads an observed resource's readiness from its real status: a
@@ -99,7 +102,15 @@ func observePod(r *composed.Unstructured) Health {
 	}
 	st := pod.Status
 	if st.Phase == string(corev1.PodSucceeded) {
-		return Health{Ready: true}
+		// A check that passed with a warning says so in its termination
+		// message (what Karpenter would silently degrade on).
+		h := Health{Ready: true}
+		for _, cs := range st.ContainerStatuses {
+			if t := cs.State.Terminated; t != nil && strings.HasPrefix(t.Message, "passed, with ") {
+				h.Notes = append(h.Notes, strings.TrimSpace(t.Message))
+			}
+		}
+		return h
 	}
 	var h Health
 	for _, cs := range st.ContainerStatuses {
