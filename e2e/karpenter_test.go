@@ -128,11 +128,11 @@ var steps = []struct {
 	{"NodePoolsReady", [][]string{{"nodes-kustomization"}}, false},
 }
 
-// observers are the observe-only Objects that read each pool's NodePool from the claimed
-// cluster. They appear once the controller is Ready (with the steps after it), count Ready for
+// observers are the observe-only Objects that read each pool's NodePool and EC2NodeClass from
+// the claimed cluster. They appear once the controller is Ready (with the steps after it), count Ready for
 // Crossplane whatever they report, hold nothing back and report no step condition: what they
 // read is status.pools and PoolsWithinLimits.
-var observers = []string{"observe-nodepool-private", "observe-nodepool-public"}
+var observers = []string{"observe-nodepool-private", "observe-nodepool-public", "observe-ec2nodeclass-private", "observe-ec2nodeclass-public"}
 
 // observedFrom is the first step composed with the observers.
 const observedFrom = 4

@@ -654,7 +654,8 @@ func observeOnly(u *unstructured.Unstructured) bool {
 // holds one once its Flux applied the nodes Kustomization (the test made that Object Ready):
 // spec.limits as the Kustomization's patch for that pool sets them, and the status its Karpenter
 // reports (w.pool: nodes and the CPU and memory they provide; an empty pool when nil); Ready and
-// Synced True (no readiness policy: SuccessfulCreate). The kube-system Namespace (a lease's)
+// Synced True (no readiness policy: SuccessfulCreate). Of an EC2NodeClass likewise, once applied,
+// as Karpenter's validation leaves it (ValidationSucceeded True). The kube-system Namespace (a lease's)
 // always exists. Until then, or of any other kind, the
 // object does not exist, and the managed reconciler of crossplane-runtime refuses to create it:
 // Synced=False "observe failed: external resource does not exist", nothing at atProvider.
@@ -668,7 +669,7 @@ func (f *fakeProvider) observeOnlyStatus(u *unstructured.Unstructured, manifest 
 		return map[string]any{"atProvider": map[string]any{"manifest": obj.Object},
 			"conditions": []any{xpCondition("Ready", "True", "Available", ""), xpCondition("Synced", "True", "ReconcileSuccess", "")}}
 	}
-	if manifest["kind"] != "NodePool" || nodes == nil || nodes.GetDeletionTimestamp() != nil {
+	if manifest["kind"] != "NodePool" && manifest["kind"] != "EC2NodeClass" || nodes == nil || nodes.GetDeletionTimestamp() != nil {
 		return absent
 	}
 	applied, ok := f.wantFor(nodes)
@@ -676,6 +677,18 @@ func (f *fakeProvider) observeOnlyStatus(u *unstructured.Unstructured, manifest 
 		return absent
 	}
 	name, _, _ := unstructured.NestedString(manifest, "metadata", "name")
+	if manifest["kind"] == "EC2NodeClass" {
+		// The class as Karpenter's own validation left it: its dry runs passed.
+		obj := (&unstructured.Unstructured{Object: manifest}).DeepCopy()
+		obj.SetUID(types.UID("remote-" + string(u.GetUID())))
+		at := u.GetCreationTimestamp().UTC().Format(time.RFC3339)
+		obj.Object["status"] = map[string]any{"conditions": []any{
+			map[string]any{"type": "ValidationSucceeded", "status": "True", "reason": "ValidationSucceeded", "message": "", "observedGeneration": int64(1), "lastTransitionTime": at},
+			map[string]any{"type": "Ready", "status": "True", "reason": "Ready", "message": "", "observedGeneration": int64(1), "lastTransitionTime": at},
+		}}
+		return map[string]any{"atProvider": map[string]any{"manifest": obj.Object},
+			"conditions": []any{xpCondition("Ready", "True", "Available", ""), xpCondition("Synced", "True", "ReconcileSuccess", "")}}
+	}
 	limits, found := nodePoolLimits(nodes, name)
 	if !found {
 		return absent // the Kustomization applies no NodePool of that name

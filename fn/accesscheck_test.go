@@ -132,3 +132,32 @@ func TestAccessCheckWarningsReachTheClaim(t *testing.T) {
 		t.Errorf("AccessCheckReady %q, want it to carry the warning", msg)
 	}
 }
+
+// TestNodeClassValidationReachesTheClaim: once the controller runs,
+// Karpenter validates each EC2NodeClass itself and reports it in the
+// class's ValidationSucceeded condition (karpenter-provider-aws v1.15.0
+// pkg/controllers/nodeclass/validation.go: reason
+// CreateFleetAuthCheckFailed, message "Controller isn't authorized to call
+// ec2:CreateFleet: ..."); the claim shows it, without withholding anything.
+func TestNodeClassValidationReachesTheClaim(t *testing.T) {
+	observed := readyAt(t, "1.15.0", func(b *requestBuilder) *requestBuilder { return b })
+	rsp := run(t, aRequest(t).observing(observed).build())
+	if c := conditionsOf(rsp)["NodeClassesValidated"]; c.Status != fnv1.Status_STATUS_CONDITION_TRUE {
+		t.Errorf("every class validated: NodeClassesValidated %v, want True", c)
+	}
+	manifest := observed["observe-ec2nodeclass-private"]["status"].(map[string]any)["atProvider"].(map[string]any)["manifest"].(map[string]any)
+	says := "Controller isn't authorized to call ec2:CreateFleet: UnauthorizedOperation: You are not authorized to perform this operation."
+	manifest["status"] = map[string]any{"conditions": []any{
+		map[string]any{"type": "ValidationSucceeded", "status": "False", "reason": "CreateFleetAuthCheckFailed", "message": says},
+		map[string]any{"type": "Ready", "status": "False", "reason": "UnhealthyDependents", "message": "ValidationSucceeded=False"},
+	}}
+	rsp = run(t, aRequest(t).observing(observed).build())
+	c := conditionsOf(rsp)["NodeClassesValidated"]
+	if c != (cond{fnv1.Status_STATUS_CONDITION_FALSE, "ValidationFailed"}) {
+		t.Errorf("Karpenter refuses the private class: NodeClassesValidated %v, want False/ValidationFailed", c)
+	}
+	if msg := conditionMessage(rsp, "NodeClassesValidated"); !strings.Contains(msg, "private: CreateFleetAuthCheckFailed: "+says) {
+		t.Errorf("NodeClassesValidated %q, want Karpenter's reason and words", msg)
+	}
+	checkNothingDropped(t, observed, rsp)
+}

@@ -264,7 +264,7 @@ func (f *Function) compose(req *fnv1.RunFunctionRequest) (rsp *fnv1.RunFunctionR
 		return rsp, kind
 	}
 
-	conditions := append(out.Conditions, versionCondition(plan), poolsOf(poolsCondition))
+	conditions := append(out.Conditions, versionCondition(plan), poolsOf(poolstatus.ConditionType, poolsCondition), poolsOf(poolstatus.ValidationType, poolstatus.Validated(cfg, observed)))
 	if hold.Held {
 		conditions = append(conditions, sequence.Condition{Type: sequence.ConditionHeld, Ready: true, Reason: sequence.ReasonAvailable,
 			Message: fmt.Sprintf("this %s holds cluster %q", cfg.XR.API.XR.Kind, cfg.Spec.Cluster.Name)})
@@ -344,10 +344,11 @@ func versionCondition(p upgrade.Plan) sequence.Condition {
 	return sequence.Condition{Type: ConditionVersion, Ready: true, Reason: ReasonCurrent, Message: fmt.Sprintf("Karpenter %s", p.To)}
 }
 
-// poolsOf is the pools' condition as the XR and the claim show it: Unknown
-// while no pool is observed, False when one is near its limits.
-func poolsOf(c poolstatus.Condition) sequence.Condition {
-	return sequence.Condition{Type: poolstatus.ConditionType, Ready: c.Within, Unknown: !c.Known, Reason: c.Reason, Message: c.Message}
+// poolsOf is what is observed of the pools as the claim's condition t:
+// Unknown while nothing is observed, False when a pool is near its limits
+// or Karpenter refuses one's EC2NodeClass.
+func poolsOf(t string, c poolstatus.Condition) sequence.Condition {
+	return sequence.Condition{Type: t, Ready: c.Within, Unknown: !c.Known, Reason: c.Reason, Message: c.Message}
 }
 
 // changed tells whether a step's state differs from what the XR shows.

@@ -35,7 +35,7 @@ var (
 	step5 = []string{"monitoring-kustomization", "nodes-kustomization"}
 	// observers are the observe-only Objects of the pools' NodePools,
 	// composed with step 5 and Ready for Crossplane whatever they report.
-	observers = []string{"observe-nodepool-private", "observe-nodepool-public"}
+	observers = []string{"observe-nodepool-private", "observe-nodepool-public", "observe-ec2nodeclass-private", "observe-ec2nodeclass-public"}
 	steps     = []string{"IdentityAndQueueReady", "InterruptionWiringReady", "AccessCheckReady", "ControllerReady", "MonitoringReady", "NodePoolsReady"}
 )
 
@@ -44,10 +44,11 @@ var (
 // and no upgrade under way.
 func wantConditions(ready int, first string) map[string]cond {
 	out := map[string]cond{
-		"ClusterHeld":       {fnv1.Status_STATUS_CONDITION_TRUE, "Available"},
-		"Accepted":          {fnv1.Status_STATUS_CONDITION_TRUE, "Accepted"},
-		"VersionReady":      {fnv1.Status_STATUS_CONDITION_TRUE, "Current"},
-		"PoolsWithinLimits": {fnv1.Status_STATUS_CONDITION_UNKNOWN, "NotObservedYet"},
+		"ClusterHeld":          {fnv1.Status_STATUS_CONDITION_TRUE, "Available"},
+		"Accepted":             {fnv1.Status_STATUS_CONDITION_TRUE, "Accepted"},
+		"VersionReady":         {fnv1.Status_STATUS_CONDITION_TRUE, "Current"},
+		"PoolsWithinLimits":    {fnv1.Status_STATUS_CONDITION_UNKNOWN, "NotObservedYet"},
+		"NodeClassesValidated": {fnv1.Status_STATUS_CONDITION_UNKNOWN, "NotObservedYet"},
 	}
 	for i, s := range steps {
 		switch {
@@ -82,6 +83,7 @@ func withObserved(observed map[resource.Name]map[string]any, name resource.Name,
 // their limits.
 func observedPools(want map[string]cond) map[string]cond {
 	want["PoolsWithinLimits"] = cond{fnv1.Status_STATUS_CONDITION_TRUE, "WithinLimits"}
+	want["NodeClassesValidated"] = cond{fnv1.Status_STATUS_CONDITION_TRUE, "Validated"}
 	return want
 }
 

@@ -61,6 +61,12 @@ func (p fakeProviders) created(desired map[string]any, ready bool) map[string]an
 					"name": "aws", "state": map[string]any{"terminated": map[string]any{"exitCode": 0, "reason": "Completed"}},
 				}}}
 			}
+		case "EC2NodeClass":
+			// Observed only: the class as Karpenter validated it.
+			manifest["status"] = map[string]any{"conditions": []any{
+				map[string]any{"type": "ValidationSucceeded", "status": "True", "reason": "ValidationSucceeded"},
+				map[string]any{"type": "Ready", "status": "True", "reason": "Ready"},
+			}}
 		case "NodePool":
 			// Observed only: the pool as Karpenter reports it, its
 			// limits those the nodes Kustomization gave it.

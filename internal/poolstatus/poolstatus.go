@@ -40,28 +40,104 @@ const (
 // NodePool. It is API.
 func Name(pool string) resource.Name { return resource.Name("observe-nodepool-" + pool) }
 
-// Objects are the observe-only Objects of every enabled pool's NodePool,
-// and of every pool one already observes.
+// NodeClassName is the composed resource name of the Object observing
+// pool's EC2NodeClass. It is API.
+func NodeClassName(pool string) resource.Name { return resource.Name("observe-ec2nodeclass-" + pool) }
+
+// Objects are the observe-only Objects of every enabled pool's NodePool
+// and EC2NodeClass, and of every pool one already observes.
 func Objects(c *spec.Config, observed map[resource.Name]resource.ObservedComposed) (map[resource.Name]runtime.Object, error) {
 	out := map[resource.Name]runtime.Object{}
 	for _, pool := range []string{nodepools.Private, nodepools.Public} {
-		_, exists := observed[Name(pool)]
-		if !exists && pool == nodepools.Public && !c.PublicEnabled() {
-			continue
+		for _, o := range []struct {
+			name             resource.Name
+			apiVersion, kind string
+		}{{Name(pool), "karpenter.sh/v1", "NodePool"}, {NodeClassName(pool), "karpenter.k8s.aws/v1", "EC2NodeClass"}} {
+			_, exists := observed[o.name]
+			if !exists && pool == nodepools.Public && !c.PublicEnabled() {
+				continue
+			}
+			manifest := &unstructured.Unstructured{Object: map[string]any{
+				"apiVersion": o.apiVersion,
+				"kind":       o.kind,
+				"metadata":   map[string]any{"name": pool},
+			}}
+			wrapped, err := cluster.Object(c, manifest, nil)
+			if err != nil {
+				return nil, fmt.Errorf("cannot wrap the %s %s: %w", pool, o.kind, err)
+			}
+			wrapped.Object["spec"].(map[string]any)["managementPolicies"] = []any{"Observe"}
+			out[o.name] = wrapped
 		}
-		nodePool := &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": "karpenter.sh/v1",
-			"kind":       "NodePool",
-			"metadata":   map[string]any{"name": pool},
-		}}
-		o, err := cluster.Object(c, nodePool, nil)
-		if err != nil {
-			return nil, fmt.Errorf("cannot wrap the %s NodePool: %w", pool, err)
-		}
-		o.Object["spec"].(map[string]any)["managementPolicies"] = []any{"Observe"}
-		out[Name(pool)] = o
 	}
 	return out, nil
+}
+
+// ValidationType is the claim's condition of what Karpenter's own
+// validation of each EC2NodeClass says: once the controller runs, it dry
+// runs CreateLaunchTemplate, CreateFleet and RunInstances for each class
+// (karpenter-provider-aws v1.15.0 pkg/controllers/nodeclass/validation.go)
+// and reports the verdict in the class's ValidationSucceeded condition.
+const ValidationType = "NodeClassesValidated"
+
+// Reasons of ValidationType.
+const (
+	ReasonValidated = "Validated"
+	ReasonRefused   = "ValidationFailed"
+)
+
+// Validated is what Karpenter's validation of the pools' EC2NodeClasses
+// says, from the observed classes' ValidationSucceeded conditions.
+func Validated(c *spec.Config, observed map[resource.Name]resource.ObservedComposed) Condition {
+	var failed, unknown []string
+	known := false
+	for _, pool := range []string{nodepools.Private, nodepools.Public} {
+		if pool == nodepools.Public && !c.PublicEnabled() {
+			continue
+		}
+		var nc struct {
+			Status struct {
+				Conditions []struct {
+					Type    string `json:"type"`
+					Status  string `json:"status"`
+					Reason  string `json:"reason"`
+					Message string `json:"message"`
+				} `json:"conditions"`
+			} `json:"status"`
+		}
+		ocd, ok := observed[NodeClassName(pool)]
+		if !ok || ocd.Resource.GetValueInto("status.atProvider.manifest", &nc) != nil {
+			unknown = append(unknown, pool)
+			continue
+		}
+		verdict := ""
+		for _, cond := range nc.Status.Conditions {
+			if cond.Type == "ValidationSucceeded" {
+				verdict = cond.Status
+				if cond.Status == "False" {
+					failed = append(failed, fmt.Sprintf("%s: %s: %s", pool, cond.Reason, cond.Message))
+				}
+			}
+		}
+		if verdict != "True" && verdict != "False" {
+			unknown = append(unknown, pool)
+			continue
+		}
+		known = true
+	}
+	out := Condition{Known: known, Within: known && len(failed) == 0}
+	switch {
+	case len(failed) > 0:
+		out.Reason, out.Message = ReasonRefused, "Karpenter's own dry runs refuse: "+strings.Join(failed, "; ")
+	case !known:
+		out.Reason, out.Message = ReasonNotObserved, "no EC2NodeClass validated by Karpenter yet"
+	default:
+		out.Reason, out.Message = ReasonValidated, "Karpenter's own dry runs (CreateLaunchTemplate, CreateFleet, RunInstances) pass for every EC2NodeClass"
+	}
+	if known && len(unknown) > 0 {
+		out.Message += "; not validated yet: " + strings.Join(unknown, ", ")
+	}
+	return out
 }
 
 // A Condition is the pools' state: Known is false while no pool is
