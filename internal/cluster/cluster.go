@@ -155,8 +155,9 @@ func Object(c *spec.Config, m runtime.Object, r Readiness) (*unstructured.Unstru
 // the controller's ServiceAccount and where the controller runs. A Pod,
 // not a Job: its status carries the container's termination message, where
 // a failed check writes its name and AWS's own error text, and its name is
-// fixed, so the Object observes it. It is never restarted: a failed check
-// stays failed until what it checks or RunAnnotation changes.
+// fixed, so the Object observes it. It is never restarted: a check that
+// failed for a passing cause is tried again as a new Pod (Attempt); any
+// other failure stays until what it checks or RunAnnotation changes.
 func accessCheck(c *spec.Config, labels map[string]string) *corev1.Pod {
 	spec := accessCheckSpec(c)
 	return &corev1.Pod{
