@@ -131,7 +131,7 @@ var steps = []struct {
 // observers are the observe-only Objects that read each pool's NodePool and EC2NodeClass from
 // the claimed cluster. They appear once the controller is Ready (with the steps after it), count Ready for
 // Crossplane whatever they report, hold nothing back and report no step condition: what they
-// read is status.pools and PoolsWithinLimits.
+// read is status.pools, PoolsWithinLimits and NodeClassesValidated.
 var observers = []string{"observe-nodepool-private", "observe-nodepool-public", "observe-ec2nodeclass-private", "observe-ec2nodeclass-public"}
 
 // observedFrom is the first step composed with the observers.

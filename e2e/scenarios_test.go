@@ -144,6 +144,8 @@ func testWalkToReady(t *testing.T, a *api) {
 	// them, show on the request, which still waits for the steps beside.
 	start := time.Now()
 	assertPools(t, c, "True", "WithinLimits", "every pool below 0.9 of its limits", wantPoolsWithin)
+	// Karpenter's own validation of each EC2NodeClass, as the claimed cluster reports it.
+	c.waitCondition("NodeClassesValidated", "True", react, "Karpenter's own dry runs (CreateLaunchTemplate, CreateFleet, RunInstances) pass for every EC2NodeClass")
 	if ready := c.condition("Ready"); ready == nil || ready["status"] != "False" {
 		t.Errorf("the %s must wait for %s beside the node pools: want Ready=False, got %v", a.kind, steps[besides[0]].condition, ready)
 	}

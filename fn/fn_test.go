@@ -454,7 +454,7 @@ func TestEventsOnlyOnTransitions(t *testing.T) {
 		"FirstCall": {
 			reason: "A new XR shows no step conditions: each step's state (its lease's first), and its version's, is news.",
 			req:    aRequest(t).build(),
-			want:   9,
+			want:   10,
 		},
 		"NothingChanged": {
 			reason: "The XR already shows every step as it is: no event.",
@@ -467,7 +467,8 @@ func TestEventsOnlyOnTransitions(t *testing.T) {
 				withXRCondition("MonitoringReady", "False", "WaitingForPrerequisites").
 				withXRCondition("NodePoolsReady", "False", "WaitingForPrerequisites").
 				withXRCondition("VersionReady", "False", "Installing").
-				withXRCondition("PoolsWithinLimits", "Unknown", "NotObservedYet").build(),
+				withXRCondition("PoolsWithinLimits", "Unknown", "NotObservedYet").
+				withXRCondition("NodeClassesValidated", "Unknown", "NotObservedYet").build(),
 			want: 0,
 		},
 		"OneStepChanged": {
@@ -481,7 +482,8 @@ func TestEventsOnlyOnTransitions(t *testing.T) {
 				withXRCondition("MonitoringReady", "False", "WaitingForPrerequisites").
 				withXRCondition("NodePoolsReady", "False", "WaitingForPrerequisites").
 				withXRCondition("VersionReady", "False", "Installing").
-				withXRCondition("PoolsWithinLimits", "Unknown", "NotObservedYet").build(),
+				withXRCondition("PoolsWithinLimits", "Unknown", "NotObservedYet").
+				withXRCondition("NodeClassesValidated", "Unknown", "NotObservedYet").build(),
 			want: 1,
 		},
 	}
