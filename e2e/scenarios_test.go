@@ -429,8 +429,11 @@ func assertDelivery(t *testing.T, resources map[string]*unstructured.Unstructure
 				// It writes nothing to the claimed cluster, only names what it reads there.
 				m, _, _ := unstructured.NestedMap(u.Object, "spec", "forProvider", "manifest")
 				want := map[string]any{"apiVersion": "karpenter.sh/v1", "kind": "NodePool"}
-				if n == lease {
+				switch {
+				case n == lease:
 					want = map[string]any{"apiVersion": "v1", "kind": "Namespace"} // kube-system, read only
+				case strings.HasPrefix(n, "observe-ec2nodeclass-"):
+					want = map[string]any{"apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass"}
 				}
 				if m["apiVersion"] != want["apiVersion"] || m["kind"] != want["kind"] || m["spec"] != nil {
 					t.Errorf("Object %s (%s): observe-only, it must name a %s %s and carry nothing to apply, got %v", u.GetName(), n, want["apiVersion"], want["kind"], m)
