@@ -1,10 +1,12 @@
 package cluster
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/crossplane/function-sdk-go/resource"
 	corev1 "k8s.io/api/core/v1"
 
@@ -19,9 +21,11 @@ const AttemptAnnotation = "socle.do-now.io/access-check-attempt"
 // starts; it doubles with each attempt.
 const FirstBackoff = 15 * time.Second
 
-// passing are the answers of AWS that say "not now" rather than "no":
-// throttling (the CLI retries a few times before it gives up).
-var passing = []string{"Throttling", "ThrottlingException", "RequestLimitExceeded", "TooManyRequestsException", "SlowDown", "RequestThrottled"}
+// passingReasons are the reasons the kubelet gives a Pod it stopped for
+// what passes: its activeDeadlineSeconds (k8s.io/kubernetes v1.35.4
+// pkg/kubelet/active_deadline.go) and an eviction
+// (pkg/kubelet/eviction/helpers.go).
+var passingReasons = []string{"DeadlineExceeded", "Evicted"}
 
 // Attempt is which attempt of its run the access check's Pod is at now,
 // from what the composed Object observed: the attempt its Pod is, or the
@@ -65,7 +69,7 @@ func Attempt(c *spec.Config, ocd resource.ObservedComposed, now time.Time) (n in
 		return n, 0
 	}
 	var finished time.Time
-	transient := pod.Status.Reason == "DeadlineExceeded" || pod.Status.Reason == "Evicted"
+	transient := slices.Contains(passingReasons, pod.Status.Reason)
 	for _, cs := range pod.Status.ContainerStatuses {
 		if t := cs.State.Terminated; t != nil {
 			finished = t.FinishedAt
@@ -82,9 +86,13 @@ func Attempt(c *spec.Config, ocd resource.ObservedComposed, now time.Time) (n in
 	return n + 1, 0
 }
 
+// throttled tells whether AWS's words, as the CLI prints them ("An error
+// occurred (CODE) when calling ..."), carry an error code the AWS SDK
+// counts as throttling (aws-sdk-go-v2 aws/retry DefaultThrottleErrorCodes):
+// "not now" rather than "no".
 func throttled(msg string) bool {
-	for _, p := range passing {
-		if strings.Contains(msg, "("+p+")") {
+	for code := range retry.DefaultThrottleErrorCodes {
+		if strings.Contains(msg, "("+code+")") {
 			return true
 		}
 	}

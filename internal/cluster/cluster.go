@@ -177,7 +177,9 @@ func accessCheckSpec(c *spec.Config) corev1.PodSpec {
 	return corev1.PodSpec{
 		ServiceAccountName: c.Input.PodIdentity.ServiceAccount,
 		// The check needs no Kubernetes API: EKS Pod Identity brings its
-		// AWS credentials through a projected volume of its own.
+		// AWS credentials through a projected volume of its own (as AWS's
+		// sample-eks-nitro-sandbox service-account.yaml relies on, with
+		// automountServiceAccountToken false).
 		AutomountServiceAccountToken: &no,
 		RestartPolicy:                corev1.RestartPolicyNever,
 		ActiveDeadlineSeconds:        c.Input.AccessCheck.ActiveDeadlineSeconds,

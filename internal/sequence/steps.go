@@ -128,25 +128,27 @@ func ProvenFirst(c *spec.Config, observed map[resource.Name]resource.ObservedCom
 	if !exists {
 		return
 	}
-	check, ok := observed[cluster.AccessCheck]
-	if ok && Observe(check).Ready {
+	if check, ok := observed[cluster.AccessCheck]; ok && Observe(check).Ready {
 		if name, _ := check.Resource.GetString("status.atProvider.manifest.metadata.name"); name == cluster.PodName(c) {
 			return
 		}
 	}
-	manifest, err := nodes.Resource.GetValue("spec.forProvider.manifest")
+	manifest, err := nodes.Resource.GetValue(pathManifest)
 	if err != nil {
 		return
 	}
+	// No message of its own: the node pools' step already waits for
+	// AccessCheckReady, which names the Pod it waits on.
 	if p.Keep == nil {
 		p.Keep = map[resource.Name]map[string]any{}
 	}
-	if p.NotReady == nil {
-		p.NotReady = map[resource.Name]string{}
+	keep := p.Keep[flux.NodesKustomization]
+	if keep == nil {
+		keep = map[string]any{}
+		p.Keep[flux.NodesKustomization] = keep
 	}
-	if p.Keep[flux.NodesKustomization] == nil {
-		p.Keep[flux.NodesKustomization] = map[string]any{}
-	}
-	p.Keep[flux.NodesKustomization]["spec.forProvider.manifest"] = manifest
-	p.NotReady[flux.NodesKustomization] = fmt.Sprintf("the node pools keep what they run until the access check passes on Pod %s", cluster.PodName(c))
+	keep[pathManifest] = manifest
 }
+
+// pathManifest is where an Object holds the manifest it applies.
+const pathManifest = "spec.forProvider.manifest"
