@@ -41,14 +41,18 @@ func validateGates(in v1beta1.Controller) field.ErrorList {
 	known := untyped(versions.AllGates())
 	all := append(slices.Clone(in.FeatureGates), in.AWSFeatureGates...)
 	p := field.NewPath("input", "controller")
-	for name, gates := range map[string][]string{"featureGates": in.FeatureGates, "awsFeatureGates": in.AWSFeatureGates} {
-		for i, g := range gates {
+	for _, list := range []struct {
+		name  string
+		gates []string
+	}{{"featureGates", in.FeatureGates}, {"awsFeatureGates", in.AWSFeatureGates}} { // in order: the message is stable
+		name := list.name
+		for i, g := range list.gates {
 			info, ok := versions.Info(versions.Gate(g))
 			switch {
 			case !ok:
 				errs = append(errs, field.NotSupported(p.Child(name).Index(i), g, known))
 			case info.Requires != "" && !slices.Contains(all, string(info.Requires)):
-				errs = append(errs, field.Invalid(p.Child(name).Index(i), g, fmt.Sprintf("does nothing without %s (Karpenter's chart: it has no effect without the nodeRepair feature gate); enable both", info.Requires)))
+				errs = append(errs, field.Invalid(p.Child(name).Index(i), g, fmt.Sprintf("does nothing without %s (Karpenter's chart says so of the gate); enable both", info.Requires)))
 			}
 		}
 	}
