@@ -394,11 +394,30 @@ func (c *karpenter) report(w want, names ...string) {
 // tests' that run in parallel included.
 func (c *karpenter) deleteAndWait() []deletion {
 	c.t.Helper()
-	start := time.Now()
-	mark := fake.deletionMark()
-	if err := cp.dyn.Resource(c.api.tenant).Namespace(c.ns).Delete(c.ctx, c.name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+	start, mark := time.Now(), fake.deletionMark()
+	c.delete()
+	return c.waitGone(start, mark)
+}
+
+// delete deletes what the tenant created, as a tenant watching the uninstall would: a claim
+// as its XRD's default (foreground) has it, a namespaced XR with foreground propagation
+// (kubectl delete --cascade=foreground), so either stays until everything it composed is gone.
+func (c *karpenter) delete() {
+	c.t.Helper()
+	opts := metav1.DeleteOptions{}
+	if c.api.namespaced {
+		fg := metav1.DeletePropagationForeground
+		opts.PropagationPolicy = &fg
+	}
+	if err := cp.dyn.Resource(c.api.tenant).Namespace(c.ns).Delete(c.ctx, c.name, opts); err != nil && !apierrors.IsNotFound(err) {
 		c.t.Fatalf("cannot delete %s: %v", c, err)
 	}
+}
+
+// waitGone waits until what the tenant created, its XR and everything composed are gone, and
+// returns the deletions the fake provider saw since mark.
+func (c *karpenter) waitGone(start time.Time, mark int) []deletion {
+	c.t.Helper()
 	c.wait(3*time.Minute, c.api.kind+", XR and every composed resource gone", func() (bool, error) {
 		if c.exists() {
 			return false, nil

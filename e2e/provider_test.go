@@ -151,6 +151,11 @@ type want struct {
 	// pool is, for an observe-only Object of a NodePool, what the claimed cluster's Karpenter
 	// reports of the pool once it exists: nil reports an empty pool (no node, nothing used).
 	pool *poolReport
+	// nodeClaims is, for the Object observing an EC2NodeClass, how many NodeClaims still use
+	// the class in the claimed cluster: Karpenter's finalizer keeps the class while any does
+	// (and their instances run), so the Object, which deletes the class, stays while it is
+	// deleted.
+	nodeClaims int
 	// outOfBand is, for a Ready RolePolicy, a statement someone added to the document in AWS
 	// beside what the provider last gave it (in the console, say): AWS reports both.
 	outOfBand map[string]any
@@ -231,7 +236,7 @@ func (f *fakeProvider) run(ctx context.Context) {
 				u := &l.Items[i]
 				present[u.GetUID()] = true
 				f.observe(u, cycle)
-				if k.finalizer != "" {
+				if k.finalizer != "" && !f.classHeld(u) {
 					f.reconcileFinalizer(ctx, k, u)
 				}
 				w, ok := f.wantFor(u)
@@ -643,10 +648,25 @@ func (f *fakeProvider) remoteObject(o *unstructured.Unstructured, manifest map[s
 // the NodePools (API: see the README).
 const nodesKustomization = "nodes-kustomization"
 
-// observeOnly tells whether an Object only observes its manifest (managementPolicies: [Observe]).
+// observeOnly tells whether an Object only observes its manifest while it lives: its
+// managementPolicies hold neither Create nor Update nor * ([Observe], or [Observe, Delete]).
 func observeOnly(u *unstructured.Unstructured) bool {
+	policies, found, _ := unstructured.NestedStringSlice(u.Object, "spec", "managementPolicies")
+	return found && !slices.ContainsFunc(policies, func(p string) bool { return p == "*" || p == "Create" || p == "Update" })
+}
+
+// classHeld tells whether a deleted Object observing an EC2NodeClass is still held: its
+// managementPolicies hold Delete, so provider-kubernetes deleted the class and keeps the Object
+// until a Get finds the class no more (provider-kubernetes v1.4.1
+// internal/controller/cluster/object/object.go), and the test says NodeClaims still use it.
+func (f *fakeProvider) classHeld(u *unstructured.Unstructured) bool {
+	if u.GetKind() != "Object" || u.GetDeletionTimestamp() == nil {
+		return false
+	}
 	policies, _, _ := unstructured.NestedStringSlice(u.Object, "spec", "managementPolicies")
-	return len(policies) == 1 && policies[0] == "Observe"
+	kind, _, _ := unstructured.NestedString(u.Object, "spec", "forProvider", "manifest", "kind")
+	w, _ := f.wantFor(u)
+	return kind == "EC2NodeClass" && slices.Contains(policies, "Delete") && w.nodeClaims > 0
 }
 
 // observeOnlyStatus is what provider-kubernetes reports of an observe-only Object: it never

@@ -898,8 +898,8 @@ func TestDeletion(t *testing.T) {
 func testDeletion(t *testing.T, c *karpenter) {
 	c.walkToReady()
 	resources, usages := c.composed()
-	if !equalSets(sortedKeys(resources), allNames()) || len(usages) != 13 {
-		t.Fatalf("before deleting: want every resource and 13 Usages, got %v and %d Usages", sortedKeys(resources), len(usages))
+	if !equalSets(sortedKeys(resources), allNames()) || len(usages) != 21 {
+		t.Fatalf("before deleting: want every resource and 21 Usages, got %v and %d Usages", sortedKeys(resources), len(usages))
 	}
 
 	// The deletion order the Usages declare, read from the Usages themselves.
@@ -918,6 +918,11 @@ func testDeletion(t *testing.T, c *karpenter) {
 		{"controller-kustomization", "pod-identity-association"},
 		{"controller-kustomization", "controller-namespace"},
 		{"controller-kustomization", "controller-service-account"},
+		{"controller-kustomization", "interruption-queue"},
+		{"controller-kustomization", "target-health"},
+		{"controller-kustomization", "monitoring-kustomization"},
+		{"observe-ec2nodeclass-private", "controller-kustomization"},
+		{"observe-ec2nodeclass-public", "controller-kustomization"},
 		{"target-health", "rule-health"},
 	} {
 		if !slices.Contains(edges, want) {
@@ -940,8 +945,45 @@ func testDeletion(t *testing.T, c *karpenter) {
 		return true, nil
 	})
 
+	// The private pool's EC2NodeClass still has NodeClaims, so Karpenter's finalizer keeps it.
+	// The fake's Flux lets the nodes Kustomization go at once, as Flux does once its timeout is
+	// over: the uninstall must wait anyway, the claim still there, and release nothing the
+	// instances need.
+	fake.set(c.xr, "observe-ec2nodeclass-private", want{state: ready, nodeClaims: 2})
+	start, mark := time.Now(), fake.deletionMark()
+	c.delete()
+	c.wait(react, "the nodes Kustomization and the public pool's class gone, the private one's held", func() (bool, error) {
+		all, err := composedOf(c.ctx, cp, c.xr)
+		if err != nil {
+			return false, err
+		}
+		_, nodes := all["nodes-kustomization"]
+		_, public := all["observe-ec2nodeclass-public"]
+		held, private := all["observe-ec2nodeclass-private"]
+		return !nodes && !public && private && held.GetDeletionTimestamp() != nil, nil
+	})
+	held := time.Now()
+	for time.Since(held) < 10*time.Second {
+		all, err := composedOf(c.ctx, cp, c.xr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range []string{"controller-kustomization", "controller-role", "controller-role-policy", "pod-identity-association",
+			"interruption-queue", "interruption-queue-policy", "rule-health", "target-health", "monitoring-kustomization"} {
+			if _, ok := all[n]; !ok {
+				t.Fatalf("%s released while the private pool's EC2NodeClass still has NodeClaims", n)
+			}
+		}
+		if !c.exists() {
+			t.Fatalf("%s is gone while its uninstall still waits: the tenant cannot see it", c)
+		}
+		time.Sleep(time.Second)
+	}
+	t.Logf("held %.0fs past the nodes Kustomization with NodeClaims left; releasing them", time.Since(held).Seconds())
+	fake.set(c.xr, "observe-ec2nodeclass-private", want{state: ready})
+
 	var deletions []deletion // the other API's run deletes its own meanwhile
-	for _, d := range c.deleteAndWait() {
+	for _, d := range c.waitGone(start, mark) {
 		if d.xr == c.xr {
 			deletions = append(deletions, d)
 		}

@@ -153,7 +153,7 @@ var (
 		}
 		return out
 	}()
-	controllerUsages = []string{
+	controllerUsages = append([]string{
 		"usage-controller-kustomization-before-controller-namespace",
 		"usage-controller-kustomization-before-controller-role",
 		"usage-controller-kustomization-before-controller-role-policy",
@@ -161,8 +161,23 @@ var (
 		"usage-controller-kustomization-before-interruption-queue",
 		"usage-controller-kustomization-before-interruption-queue-policy",
 		"usage-controller-kustomization-before-pod-identity-association",
+	}, func() []string {
+		// The interruption pipeline outlives the controller.
+		var out []string
+		for _, r := range []string{"capacity-reservation", "health", "rebalance", "spot-interruption", "state-change"} {
+			out = append(out, "usage-controller-kustomization-before-target-"+r)
+		}
+		return out
+	}()...)
+	// Once the nodes step and the observers exist: the nodes, then every
+	// EC2NodeClass (so every instance) before the controller; the
+	// monitoring after it.
+	nodesUsages = []string{
+		"usage-nodes-kustomization-before-controller-kustomization",
+		"usage-observe-ec2nodeclass-private-before-controller-kustomization",
+		"usage-observe-ec2nodeclass-public-before-controller-kustomization",
+		"usage-controller-kustomization-before-monitoring-kustomization",
 	}
-	nodesUsages = []string{"usage-nodes-kustomization-before-controller-kustomization"}
 )
 
 func union(sets ...[]string) []string {

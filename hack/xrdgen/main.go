@@ -101,6 +101,13 @@ func run(crdPath, out string, o options) error {
 		// its latest revision: the function refuses Manual updates.
 		"enforcedCompositionRef":         map[string]any{"name": o.composition},
 		"defaultCompositionUpdatePolicy": "Automatic",
+		// A deleted claim stays, Deleting, until its XR and everything
+		// the XR composed are gone (crossplane v2.4.2
+		// internal/controller/apiextensions/claim/reconciler.go deletes
+		// the XR with foreground propagation and waits): the tenant sees
+		// an uninstall that waits on an instance. The order itself rests
+		// on the Usages, whatever the policy.
+		"defaultCompositeDeletePolicy": "Foreground",
 	}
 	xrd := map[string]any{
 		"apiVersion": "apiextensions.crossplane.io/v1",
@@ -120,6 +127,7 @@ func run(crdPath, out string, o options) error {
 		xrdSpec["group"] = group
 		xrdSpec["names"] = map[string]any{"kind": kind, "plural": plural}
 		delete(xrdSpec, "claimNames")
+		delete(xrdSpec, "defaultCompositeDeletePolicy")
 	default:
 		return fmt.Errorf("-scope %q: only Namespaced, or none for the v1 XRD with claims", o.scope)
 	}

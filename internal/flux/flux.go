@@ -105,8 +105,11 @@ func ControllerManifest(c *spec.Config, v versions.Version) (*kustomizev1.Kustom
 // NodesManifest is the Kustomization of the node pools, built for the
 // controller of Karpenter v (which it records as KARPENTER_VERSION, so an
 // upgrade can tell which version they were last built for). It depends on
-// the controller's, and on deletion waits until Karpenter has terminated the
-// nodes, so an uninstall never strands a running instance.
+// the controller's, and on deletion waits, up to its timeout, until
+// Karpenter has deleted the NodePools and EC2NodeClasses. That wait is not
+// what keeps an uninstall from stranding an instance: Flux gives up after
+// its timeout, and the Usages of package usage hold the controller until
+// every EC2NodeClass is gone, however long that takes.
 func NodesManifest(c *spec.Config, v versions.Version) (*kustomizev1.Kustomization, error) {
 	controller, name := Names(c)
 	patches, err := nodepools.Patches(c)
@@ -123,29 +126,7 @@ func NodesManifest(c *spec.Config, v versions.Version) (*kustomizev1.Kustomizati
 		VarRootVolumeSize:   c.Input.Nodes.RootVolumeSize,
 	}}
 	k.Spec.Patches = patches
-	k.Spec.Timeout = &metav1.Duration{Duration: NodesTimeout(c)}
 	return k, nil
-}
-
-// UninstallMargin is what the nodes Kustomization waits beyond the nodes'
-// termination grace period: EC2 takes minutes to terminate an instance
-// once Karpenter gave up draining it, and Karpenter then removes the
-// NodeClaim's, NodePool's and EC2NodeClass's finalizers.
-const UninstallMargin = 15 * time.Minute
-
-// NodesTimeout is the nodes Kustomization's timeout. Flux gives up waiting
-// for the node pools' deletion after it and removes the Kustomization's
-// finalizer; Crossplane then lets the controller go, and a NodeClaim left
-// would strand its instance. After the termination grace period Karpenter
-// terminates a node whatever blocks its drain (a PodDisruptionBudget,
-// karpenter.sh/do-not-disrupt), so waiting that long plus the margin makes
-// an uninstall end with no instance running. Never shorter than the
-// platform's flux.timeout.
-func NodesTimeout(c *spec.Config) time.Duration {
-	// Validated as positive durations by spec.Load.
-	grace, _ := time.ParseDuration(c.Pools.Defaults.TerminationGracePeriod)
-	timeout, _ := time.ParseDuration(c.Input.Flux.Timeout)
-	return max(timeout, grace+UninstallMargin)
 }
 
 func kustomization(c *spec.Config, name, path string) *kustomizev1.Kustomization {

@@ -12,73 +12,70 @@ import (
 	"github.com/do-now/function-karpenter/internal/versions"
 )
 
-// TestUninstallOutwaitsTheGracePeriod holds the invariant that makes an
-// uninstall strand no instance: for every termination grace period the
-// platform can choose (every ten minutes up to the 24h bound, and odd
-// seconds below it), set platform-wide or for the cluster, and whatever
-// Flux timeout it sets, the nodes Kustomization waits for the NodePools'
-// deletion at least the grace period every NodePool carries plus the
-// margin for EC2 to terminate. spec's tests refuse a longer grace period.
-func TestUninstallOutwaitsTheGracePeriod(t *testing.T) {
-	var graces []string
-	for m := 10; m <= 24*60; m += 10 {
-		graces = append(graces, (time.Duration(m) * time.Minute).String())
-	}
-	graces = append(graces, "1s", "59s", "1m", "14m59s", "23h59m59s")
-	checked := 0
-	for _, grace := range graces {
-		for _, fluxTimeout := range []string{"1m", "10m", "3h", "30h"} {
-			for _, perCluster := range []bool{false, true} {
-				c := load(t, grace, fluxTimeout, perCluster)
-				v, _ := versions.Get("1.15.0")
-				k, err := NodesManifest(c, v)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if k.Spec.DeletionPolicy != kustomizev1.DeletionPolicyWaitForTermination {
-					t.Fatalf("deletionPolicy %q, want WaitForTermination", k.Spec.DeletionPolicy)
-				}
-				pools := 0
-				for _, p := range k.Spec.Patches {
-					var np struct {
-						Kind string
-						Spec struct {
-							Template struct {
-								Spec struct {
-									TerminationGracePeriod string `json:"terminationGracePeriod"`
-								}
-							}
-						}
-					}
-					if err := yaml.Unmarshal([]byte(p.Patch), &np); err != nil {
-						t.Fatal(err)
-					}
-					if np.Kind != "NodePool" {
-						continue
-					}
-					pools++
-					g, err := time.ParseDuration(np.Spec.Template.Spec.TerminationGracePeriod)
-					if err != nil {
-						t.Fatalf("grace %s: a NodePool without a termination grace period (%q) may wait forever on a blocked drain", grace, np.Spec.Template.Spec.TerminationGracePeriod)
-					}
-					if k.Spec.Timeout == nil || k.Spec.Timeout.Duration < g+15*time.Minute {
-						t.Fatalf("grace %s, flux.timeout %s, per cluster %v: the nodes Kustomization gives up after %v, before the NodePool's grace period %v plus 15m: its instances could be stranded",
-							grace, fluxTimeout, perCluster, k.Spec.Timeout, g)
-					}
-				}
-				if pools != 2 {
-					t.Fatalf("want the two NodePools in the patches, got %d", pools)
-				}
-				checked++
+// TestGracePeriodIsThePlatformsChoice: a NodePool carries no
+// terminationGracePeriod unless the platform sets one (it would let drift
+// and every expiry evict what a PodDisruptionBudget protects), and the patch
+// then writes null, so a base's own value does not survive; when the
+// platform sets one, platform-wide or for the cluster, every NodePool
+// carries it. The nodes Kustomization's timeout is Flux's, whatever the
+// grace period: the uninstall does not rest on it.
+func TestGracePeriodIsThePlatformsChoice(t *testing.T) {
+	for _, tc := range []struct {
+		grace      string
+		perCluster bool
+		want       *string
+	}{
+		{grace: "", want: nil},
+		{grace: "2h", want: ptr("2h")},
+		{grace: "23h59m59s", perCluster: true, want: ptr("23h59m59s")},
+	} {
+		c := load(t, tc.grace, "10m", tc.perCluster)
+		v, _ := versions.Get("1.15.0")
+		k, err := NodesManifest(c, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if k.Spec.Timeout == nil || k.Spec.Timeout.Duration != 10*time.Minute {
+			t.Errorf("grace %q: nodes Kustomization timeout %v, want flux.timeout (10m)", tc.grace, k.Spec.Timeout)
+		}
+		if k.Spec.DeletionPolicy != kustomizev1.DeletionPolicyWaitForTermination {
+			t.Errorf("deletionPolicy %q, want WaitForTermination", k.Spec.DeletionPolicy)
+		}
+		pools := 0
+		for _, p := range k.Spec.Patches {
+			var np map[string]any
+			if err := yaml.Unmarshal([]byte(p.Patch), &np); err != nil {
+				t.Fatal(err)
+			}
+			if np["kind"] != "NodePool" {
+				continue
+			}
+			pools++
+			spec := np["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)
+			got, written := spec["terminationGracePeriod"]
+			switch {
+			case !written:
+				t.Errorf("grace %q: the patch does not write terminationGracePeriod, so a base's value would survive", tc.grace)
+			case tc.want == nil && got != nil:
+				t.Errorf("no grace period set: the NodePool carries %v, want null", got)
+			case tc.want != nil && got != *tc.want:
+				t.Errorf("grace %q (per cluster %v): the NodePool carries %v", tc.grace, tc.perCluster, got)
 			}
 		}
+		if pools != 2 {
+			t.Fatalf("want the two NodePools in the patches, got %d", pools)
+		}
 	}
-	t.Logf("%d pool settings checked", checked)
 }
+
+func ptr(s string) *string { return &s }
 
 func load(t *testing.T, grace, fluxTimeout string, perCluster bool) *spec.Config {
 	t.Helper()
-	pools := map[string]any{"defaults": map[string]any{"terminationGracePeriod": grace}}
+	pools := map[string]any{"defaults": map[string]any{}}
+	if grace != "" {
+		pools["defaults"] = map[string]any{"terminationGracePeriod": grace}
+	}
 	cluster := map[string]any{"name": "prod-eu", "account": "111122223333", "region": "eu-west-3",
 		"nodeIdentity": map[string]any{"roleArn": "arn:aws:iam::111122223333:role/nodes", "instanceProfile": "nodes"}}
 	in := map[string]any{"flux": map[string]any{"timeout": fluxTimeout}, "tenancy": map[string]any{"clusters": []any{cluster}}}

@@ -106,6 +106,10 @@ func pool(c *spec.Config, name string, p v1alpha1.Pool) nodePool {
 		reqs = append(reqs, requirement{Key: zoneKey, Operator: "In", Values: p.Zones})
 	}
 	policy := c.Pools.Defaults
+	var grace *string
+	if policy.TerminationGracePeriod != "" {
+		grace = &policy.TerminationGracePeriod
+	}
 	return nodePool{
 		APIVersion: nodePoolAPIVersion,
 		Kind:       nodePoolKind,
@@ -117,7 +121,7 @@ func pool(c *spec.Config, name string, p v1alpha1.Pool) nodePool {
 					Requirements:           reqs,
 					Taints:                 taints,
 					ExpireAfter:            policy.ExpireAfter,
-					TerminationGracePeriod: policy.TerminationGracePeriod,
+					TerminationGracePeriod: grace,
 				},
 			},
 			Limits: map[string]string{"cpu": p.Limits.CPU, "memory": p.Limits.Memory},

@@ -44,15 +44,30 @@ func Name(pool string) resource.Name { return resource.Name("observe-nodepool-" 
 // pool's EC2NodeClass. It is API.
 func NodeClassName(pool string) resource.Name { return resource.Name("observe-ec2nodeclass-" + pool) }
 
-// Objects are the observe-only Objects of every enabled pool's NodePool
-// and EC2NodeClass, and of every pool one already observes.
+// Objects are the Objects observing every enabled pool's NodePool and
+// EC2NodeClass, and every pool one already observes. Both only observe
+// while the claim lives. The EC2NodeClass's also holds the uninstall:
+// its managementPolicies are [Observe, Delete] (a set crossplane-runtime
+// v2.4.0 supports, pkg/reconciler/managed/policies.go: "Like ObserveOnly,
+// but the external resource is deleted when the managed resource is
+// deleted"), so deleting the Object deletes the class and the Object stays
+// until provider-kubernetes' Get no longer finds it (provider-kubernetes
+// v1.4.1, internal/controller/cluster/object/object.go: Observe reports
+// ResourceExists until NotFound). Karpenter's finalizer on the class waits
+// for every NodeClaim using it, whose finalizer waits for its instance to
+// be terminated: the Object outlives every instance of its pool, with no
+// timeout, and package usage makes the controller outlive the Object.
 func Objects(c *spec.Config, observed map[resource.Name]resource.ObservedComposed) (map[resource.Name]runtime.Object, error) {
 	out := map[resource.Name]runtime.Object{}
 	for _, pool := range []string{nodepools.Private, nodepools.Public} {
 		for _, o := range []struct {
 			name             resource.Name
 			apiVersion, kind string
-		}{{Name(pool), "karpenter.sh/v1", "NodePool"}, {NodeClassName(pool), "karpenter.k8s.aws/v1", "EC2NodeClass"}} {
+			policies         []any
+		}{
+			{Name(pool), "karpenter.sh/v1", "NodePool", []any{"Observe"}},
+			{NodeClassName(pool), "karpenter.k8s.aws/v1", "EC2NodeClass", []any{"Observe", "Delete"}},
+		} {
 			_, exists := observed[o.name]
 			if !exists && pool == nodepools.Public && !c.PublicEnabled() {
 				continue
@@ -66,7 +81,7 @@ func Objects(c *spec.Config, observed map[resource.Name]resource.ObservedCompose
 			if err != nil {
 				return nil, fmt.Errorf("cannot wrap the %s %s: %w", pool, o.kind, err)
 			}
-			wrapped.Object["spec"].(map[string]any)["managementPolicies"] = []any{"Observe"}
+			wrapped.Object["spec"].(map[string]any)["managementPolicies"] = o.policies
 			out[o.name] = wrapped
 		}
 	}

@@ -27,7 +27,6 @@ const (
 	DefaultMinConsolidateAfter = "15m"
 	DefaultConsolidateAfter    = "15m"
 	DefaultExpireAfter         = "720h"
-	DefaultTerminationGrace    = "1h"
 	DefaultDisruptionBudget    = "20%"
 	DefaultMaxCPU              = "200"
 	DefaultMaxMemory           = "800Gi"
@@ -50,8 +49,7 @@ var (
 	// platform's ceilings.
 	MaxPoolCPU    = resource.MustParse("10000")
 	MaxPoolMemory = resource.MustParse("40Ti")
-	// MaxTerminationGrace bounds the grace period, and so how long an
-	// uninstall may wait for the nodes.
+	// MaxTerminationGrace bounds the grace period a platform may set.
 	MaxTerminationGrace = 24 * time.Hour
 	maxMinMemory        = resource.MustParse("1Ti")
 )
@@ -115,10 +113,9 @@ func resolvePools(in v1beta1.Input, cluster string) (v1beta1.Pools, origins) {
 		MaxLimits:           v1beta1.MaxLimits{CPU: DefaultMaxCPU, Memory: DefaultMaxMemory},
 		MinConsolidateAfter: DefaultMinConsolidateAfter,
 		Defaults: v1beta1.PoolDefaults{
-			ConsolidateAfter:       DefaultConsolidateAfter,
-			ExpireAfter:            DefaultExpireAfter,
-			TerminationGracePeriod: DefaultTerminationGrace,
-			DisruptionBudget:       DefaultDisruptionBudget,
+			ConsolidateAfter: DefaultConsolidateAfter,
+			ExpireAfter:      DefaultExpireAfter,
+			DisruptionBudget: DefaultDisruptionBudget,
 		},
 	}
 	from := origins{}
@@ -233,7 +230,7 @@ func validatePoolsInput(p *field.Path, in v1beta1.Pools) field.ErrorList {
 	if v := in.Defaults.TerminationGracePeriod; v != "" {
 		if g, ok := parseDuration(v); !ok || g > MaxTerminationGrace {
 			errs = append(errs, field.Invalid(d.Child("terminationGracePeriod"), v,
-				fmt.Sprintf("must be a positive duration of at most %s: an uninstall waits that long for the nodes", MaxTerminationGrace)))
+				fmt.Sprintf("must be a positive duration of at most %s", MaxTerminationGrace)))
 		}
 	}
 	if v := in.Defaults.DisruptionBudget; v != "" && !budget.MatchString(v) {

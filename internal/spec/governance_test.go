@@ -45,10 +45,9 @@ func TestPoolPolicyDefaults(t *testing.T) {
 		MaxLimits:           v1beta1.MaxLimits{CPU: "200", Memory: "800Gi"},
 		MinConsolidateAfter: "15m",
 		Defaults: v1beta1.PoolDefaults{
-			ConsolidateAfter:       "15m",
-			ExpireAfter:            "720h",
-			TerminationGracePeriod: "1h",
-			DisruptionBudget:       "20%",
+			ConsolidateAfter: "15m",
+			ExpireAfter:      "720h",
+			DisruptionBudget: "20%",
 		},
 		KubeletMaxPods: &maxPods,
 	}
@@ -129,10 +128,9 @@ func TestPoolPolicyLayers(t *testing.T) {
 				MaxLimits:           v1beta1.MaxLimits{CPU: "400", Memory: "1600Gi"},
 				MinConsolidateAfter: "10m",
 				Defaults: v1beta1.PoolDefaults{
-					ConsolidateAfter:       "15m",
-					ExpireAfter:            "336h",
-					TerminationGracePeriod: "1h",
-					DisruptionBudget:       "10%",
+					ConsolidateAfter: "15m",
+					ExpireAfter:      "336h",
+					DisruptionBudget: "10%",
 				},
 				KubeletMaxPods: &maxPods,
 			}

@@ -1,16 +1,25 @@
-// Package usage orders deletion with Crossplane Usages: the nodes go before
-// the controller, the controller before its AWS access and its namespace,
-// each EventBridge target before its rule. An uninstall then never strands a
-// running instance or a controller without credentials.
+// Package usage orders deletion with Crossplane Usages: every instance goes
+// before the controller, the controller before its AWS access, its
+// interruption pipeline, its monitoring and its namespace, each EventBridge
+// target before its rule. An uninstall then never strands a running
+// instance or a controller without credentials, and it has no timeout:
+// one that cannot finish waits.
 //
 // Each Usage protects an order that matters, and no more: every one is a
 // composed resource, and every composed resource's watch events count
 // against Crossplane's circuit breaker.
-//   - The nodes before the controller: the controller terminates them.
+//   - Each pool's EC2NodeClass before the controller: the Object observing
+//     the class deletes it and stays until it is gone (see package
+//     poolstatus), and Karpenter lets a class go only once no NodeClaim,
+//     so no instance, uses it. Nothing there gives up: Flux's timeout on
+//     the nodes Kustomization (which also goes first) may end its own
+//     wait, not this one.
 //   - The controller before its Pod Identity association, Role and policy,
 //     namespace and ServiceAccount: without them it cannot terminate an
-//     instance, or runs no more. Before its queue and queue policy: it keeps
-//     handling interruptions (a Spot notice) while the nodes drain.
+//     instance, or runs no more. Before its queue, queue policy and the
+//     EventBridge targets (and so their rules): it keeps handling
+//     interruptions (a Spot notice) while the nodes drain, and they keep
+//     reaching it. Before its monitoring: a stuck uninstall still alerts.
 //   - Each target before its rule: AWS refuses to delete a rule that still
 //     has targets.
 //
@@ -28,6 +37,8 @@ import (
 	"github.com/do-now/function-karpenter/internal/cluster"
 	"github.com/do-now/function-karpenter/internal/flux"
 	"github.com/do-now/function-karpenter/internal/interruption"
+	"github.com/do-now/function-karpenter/internal/nodepools"
+	"github.com/do-now/function-karpenter/internal/poolstatus"
 	"github.com/do-now/function-karpenter/internal/sequence"
 )
 
@@ -42,16 +53,22 @@ type Edge struct {
 // Edges is the deletion order of everything the function composes.
 func Edges() []Edge {
 	edges := []Edge{{By: flux.NodesKustomization, Of: flux.ControllerKustomization}}
-	for _, of := range []resource.Name{
+	for _, pool := range []string{nodepools.Private, nodepools.Public} {
+		edges = append(edges, Edge{By: poolstatus.NodeClassName(pool), Of: flux.ControllerKustomization})
+	}
+	held := []resource.Name{
 		awsres.PodIdentityAssociation, awsres.ControllerRole, awsres.ControllerRolePolicy,
 		awsres.InterruptionQueue, awsres.InterruptionQueuePolicy,
-		cluster.Namespace, cluster.ServiceAccount,
-	} {
+		cluster.Namespace, cluster.ServiceAccount, flux.MonitoringKustomization,
+	}
+	for _, r := range interruption.Rules {
+		held = append(held, awsres.TargetResource(r))
+	}
+	for _, of := range held {
 		edges = append(edges, Edge{By: flux.ControllerKustomization, Of: of})
 	}
 	for _, r := range interruption.Rules {
-		t := awsres.TargetResource(r)
-		edges = append(edges, Edge{By: t, Of: awsres.RuleResource(r)})
+		edges = append(edges, Edge{By: awsres.TargetResource(r), Of: awsres.RuleResource(r)})
 	}
 	return edges
 }

@@ -510,10 +510,17 @@ type PoolDefaults struct {
 	// ExpireAfter of every node, a duration or Never. Default 720h.
 	// +optional
 	ExpireAfter string `json:"expireAfter,omitempty"`
-	// TerminationGracePeriod of every node: once it has passed, Karpenter
-	// terminates a draining node even if a PodDisruptionBudget or
-	// karpenter.sh/do-not-disrupt blocks it. It bounds how long an
-	// uninstall waits for the nodes. Default 1h, at most 24h.
+	// TerminationGracePeriod of every node, at most 24h; unset by default.
+	// Once it has passed, Karpenter deletes a draining node's pods even if
+	// a PodDisruptionBudget or karpenter.sh/do-not-disrupt blocks them
+	// (sigs.k8s.io/karpenter v1.15.0 pkg/apis/v1/nodeclaim.go: it "bypasses
+	// any blocked PDBs or the karpenter.sh/do-not-disrupt annotation"), and
+	// drift and every expiry (expireAfter) then cycle nodes whatever they
+	// run. Unset, Karpenter waits for the pods to drain indefinitely: a
+	// stateful pod a PDB protects is never evicted by a disruption, and a
+	// node it blocks stays. Set it only where the platform would rather
+	// cycle nodes on time than keep such pods up. An uninstall does not
+	// rest on it: it waits for every NodeClaim however long.
 	// +optional
 	TerminationGracePeriod string `json:"terminationGracePeriod,omitempty"`
 	// DisruptionBudget is how many of a pool's nodes may be disrupted at
