@@ -132,6 +132,14 @@ func resolvePools(in v1beta1.Input, cluster string) (v1beta1.Pools, origins) {
 			eff.Allowed.CapacityTypes = append(eff.Allowed.CapacityTypes, Reserved)
 		}
 	}
+	// Unset, the cluster's ceiling is a pool's: all pools together may
+	// provision no more than one could.
+	if eff.MaxClusterLimits.CPU == "" {
+		eff.MaxClusterLimits.CPU = eff.MaxLimits.CPU
+	}
+	if eff.MaxClusterLimits.Memory == "" {
+		eff.MaxClusterLimits.Memory = eff.MaxLimits.Memory
+	}
 	if eff.KubeletMaxPods == nil {
 		zero := int32(0)
 		eff.KubeletMaxPods = &zero
@@ -164,6 +172,8 @@ func overlayPools(dst *v1beta1.Pools, src v1beta1.Pools) {
 		&dst.MinMemory:                       src.MinMemory,
 		&dst.MaxLimits.CPU:                   src.MaxLimits.CPU,
 		&dst.MaxLimits.Memory:                src.MaxLimits.Memory,
+		&dst.MaxClusterLimits.CPU:            src.MaxClusterLimits.CPU,
+		&dst.MaxClusterLimits.Memory:         src.MaxClusterLimits.Memory,
 		&dst.MinConsolidateAfter:             src.MinConsolidateAfter,
 		&dst.Defaults.ConsolidateAfter:       src.Defaults.ConsolidateAfter,
 		&dst.Defaults.ExpireAfter:            src.Defaults.ExpireAfter,
@@ -205,11 +215,13 @@ func validatePoolsInput(p *field.Path, in v1beta1.Pools) field.ErrorList {
 			errs = append(errs, field.Invalid(p.Child("minMemory"), m, "must be a quantity in whole Mi, above 0 and at most 1Ti, such as 8Gi"))
 		}
 	}
-	if v := in.MaxLimits.CPU; v != "" {
-		errs = append(errs, validateQuantity(p.Child("maxLimits", "cpu"), v, MaxPoolCPU)...)
-	}
-	if v := in.MaxLimits.Memory; v != "" {
-		errs = append(errs, validateQuantity(p.Child("maxLimits", "memory"), v, MaxPoolMemory)...)
+	for name, m := range map[string]v1beta1.MaxLimits{"maxLimits": in.MaxLimits, "maxClusterLimits": in.MaxClusterLimits} {
+		if v := m.CPU; v != "" {
+			errs = append(errs, validateQuantity(p.Child(name, "cpu"), v, MaxPoolCPU)...)
+		}
+		if v := m.Memory; v != "" {
+			errs = append(errs, validateQuantity(p.Child(name, "memory"), v, MaxPoolMemory)...)
+		}
 	}
 	if v := in.MinConsolidateAfter; v != "" {
 		if _, ok := parseDuration(v); !ok && v != "0s" {

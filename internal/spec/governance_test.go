@@ -43,6 +43,7 @@ func TestPoolPolicyDefaults(t *testing.T) {
 		MinGeneration:       &gen,
 		MinMemory:           "8Gi",
 		MaxLimits:           v1beta1.MaxLimits{CPU: "200", Memory: "800Gi"},
+		MaxClusterLimits:    v1beta1.MaxLimits{CPU: "200", Memory: "800Gi"},
 		MinConsolidateAfter: "15m",
 		Defaults: v1beta1.PoolDefaults{
 			ConsolidateAfter: "15m",
@@ -83,15 +84,17 @@ func TestPoolPolicyLayers(t *testing.T) {
 		"OverrideFieldByField": {
 			reason: "The cluster's override wins where it sets a field and inherits where it does not.",
 			override: map[string]any{
-				"allowed":        map[string]any{"capacityTypes": []any{"on-demand"}, "zones": []any{}},
-				"maxLimits":      map[string]any{"memory": "100Gi"},
-				"defaults":       map[string]any{"terminationGracePeriod": "2h", "disruptionBudget": "1"},
-				"kubeletMaxPods": 0,
+				"allowed":          map[string]any{"capacityTypes": []any{"on-demand"}, "zones": []any{}},
+				"maxLimits":        map[string]any{"memory": "100Gi"},
+				"maxClusterLimits": map[string]any{"memory": "200Gi"},
+				"defaults":         map[string]any{"terminationGracePeriod": "2h", "disruptionBudget": "1"},
+				"kubeletMaxPods":   0,
 			},
 			want: func(p *v1beta1.Pools) {
 				p.Allowed.CapacityTypes = []string{"on-demand"}
 				p.Allowed.Zones = []string{}
 				p.MaxLimits.Memory = "100Gi"
+				p.MaxClusterLimits.Memory = "200Gi"
 				p.Defaults.TerminationGracePeriod = "2h"
 				p.Defaults.DisruptionBudget = "1"
 				zero := int32(0)
@@ -126,6 +129,7 @@ func TestPoolPolicyLayers(t *testing.T) {
 				MinGeneration:       &gen,
 				MinMemory:           "16Gi",
 				MaxLimits:           v1beta1.MaxLimits{CPU: "400", Memory: "1600Gi"},
+				MaxClusterLimits:    v1beta1.MaxLimits{CPU: "400", Memory: "1600Gi"},
 				MinConsolidateAfter: "10m",
 				Defaults: v1beta1.PoolDefaults{
 					ConsolidateAfter: "15m",
@@ -149,10 +153,11 @@ func TestPoolPolicyLayers(t *testing.T) {
 func TestPoolsTakePlatformDefaults(t *testing.T) {
 	in := input(map[string]any{
 		"pools": map[string]any{
-			"allowed":       map[string]any{"capacityTypes": []any{"on-demand"}, "architectures": []any{"amd64"}, "instanceCategories": []any{"m"}},
-			"minGeneration": 8,
-			"maxLimits":     map[string]any{"cpu": "16", "memory": "64Gi"},
-			"defaults":      map[string]any{"consolidateAfter": "30m"},
+			"allowed":          map[string]any{"capacityTypes": []any{"on-demand"}, "architectures": []any{"amd64"}, "instanceCategories": []any{"m"}},
+			"minGeneration":    8,
+			"maxLimits":        map[string]any{"cpu": "16", "memory": "64Gi"},
+			"maxClusterLimits": map[string]any{"cpu": "24", "memory": "96Gi"},
+			"defaults":         map[string]any{"consolidateAfter": "30m"},
 		},
 		"tenancy": tenancy(map[string]any{"allowed": map[string]any{"zones": []any{"eu-west-3c"}}}),
 	})
@@ -249,6 +254,20 @@ func TestPoolBounds(t *testing.T) {
 			spec:   xr(with("pools.public.consolidateAfter", "1m")),
 			want: []string{`spec.pools.public.consolidateAfter: Invalid value: "1m": is below the platform's minimum 15m for cluster "prod-eu": ` +
 				`a new node waits for its CNI before it takes pods`},
+		},
+		"PoolsOverClusterCeiling": {
+			reason: "Two pools each within maxLimits may not add up past the cluster's ceiling (by default, a pool's): both figures are named.",
+			spec: xr(with("pools.private.limits", map[string]any{"cpu": "150", "memory": "100Gi"}),
+				with("pools.public.limits", map[string]any{"cpu": "100", "memory": "100Gi"})),
+			want: []string{`spec.pools: Invalid value: "cpu 250": the pools' cpu limits add up to 250 (150 + 100), ` +
+				`above the platform's ceiling 200 for cluster "prod-eu" (pools.maxClusterLimits.cpu)`},
+		},
+		"PoolsOverTheClustersOwnCeiling": {
+			reason: "The cluster's own maxClusterLimits wins; the public pool's default limits count.",
+			spec:   xr(with("pools.private.limits", map[string]any{"cpu": "10", "memory": "200Gi"})),
+			input:  map[string]any{"tenancy": tenancy(map[string]any{"maxClusterLimits": map[string]any{"memory": "300Gi"}})},
+			want: []string{`spec.pools: Invalid value: "memory 328Gi": the pools' memory limits add up to 328Gi (200Gi + 128Gi), ` +
+				`above the platform's ceiling 300Gi for cluster "prod-eu" (pools.maxClusterLimits.memory)`},
 		},
 	}
 	for name, tc := range cases {

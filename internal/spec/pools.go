@@ -110,11 +110,46 @@ func untyped[T ~string](items []T) []string {
 func validatePools(c *Config) field.ErrorList {
 	p := field.NewPath("spec", "pools")
 	errs := validatePool(p.Child("private"), c.Spec.Pools.Private, c)
+	pools := []v1alpha1.Pool{c.Spec.Pools.Private}
 	if c.PublicEnabled() {
 		errs = append(errs, validatePool(p.Child("public"), c.Spec.Pools.Public.Pool, c)...)
 		if *c.Input.Nodes.PublicSecurityGroupSuffix == "" {
 			errs = append(errs, field.Required(field.NewPath("input", "nodes", "publicSecurityGroupSuffix"),
 				"the platform has no public security group, so spec.pools.public.enabled must be false"))
+		}
+		pools = append(pools, c.Spec.Pools.Public.Pool)
+	}
+	if len(errs) == 0 {
+		errs = append(errs, validateClusterLimits(p, pools, c)...)
+	}
+	return errs
+}
+
+// validateClusterLimits checks that the enabled pools' limits together stay
+// within the platform's ceiling for the cluster: the limits are each pool's
+// own (Karpenter's NodePool spec.limits), so the cluster's is their sum.
+func validateClusterLimits(p *field.Path, pools []v1alpha1.Pool, c *Config) field.ErrorList {
+	var errs field.ErrorList
+	for _, r := range []struct {
+		name    string
+		limit   func(v1alpha1.Pool) string
+		ceiling string
+	}{
+		{"cpu", func(p v1alpha1.Pool) string { return p.Limits.CPU }, c.Pools.MaxClusterLimits.CPU},
+		{"memory", func(p v1alpha1.Pool) string { return p.Limits.Memory }, c.Pools.MaxClusterLimits.Memory},
+	} {
+		var sum resource.Quantity
+		var terms []string
+		for _, pool := range pools {
+			// Each limit was validated as a quantity by validatePool.
+			q := resource.MustParse(r.limit(pool))
+			sum.Add(q)
+			terms = append(terms, r.limit(pool))
+		}
+		if ceiling := resource.MustParse(r.ceiling); sum.Cmp(ceiling) > 0 {
+			errs = append(errs, field.Invalid(p, fmt.Sprintf("%s %s", r.name, sum.String()),
+				fmt.Sprintf("the pools' %s limits add up to %s (%s), above the platform's ceiling %s for cluster %q (pools.maxClusterLimits.%s)",
+					r.name, sum.String(), strings.Join(terms, " + "), r.ceiling, c.Spec.Cluster.Name, r.name)))
 		}
 	}
 	return errs

@@ -448,6 +448,12 @@ type Pools struct {
 	// memory 800Gi.
 	// +optional
 	MaxLimits MaxLimits `json:"maxLimits,omitempty"`
+	// MaxClusterLimits is the ceiling of the sum of a claim's pools'
+	// limits, the most Karpenter may provision in the cluster: without it,
+	// each pool reaching maxLimits would make two pools twice the ceiling.
+	// Default maxLimits: all pools together no more than one could.
+	// +optional
+	MaxClusterLimits MaxLimits `json:"maxClusterLimits,omitempty"`
 	// MinConsolidateAfter is the shortest consolidation delay a pool may
 	// ask for: a fresh node waits for the CNI's startup taint to go, and a
 	// shorter delay judged it empty and deleted it in a loop. Default 15m.
@@ -494,7 +500,7 @@ type AllowedPools struct {
 	Zones []string `json:"zones,omitempty"`
 }
 
-// MaxLimits are the ceilings of a pool's limits, Kubernetes quantities.
+// MaxLimits are ceilings of limits, Kubernetes quantities.
 type MaxLimits struct {
 	// +optional
 	CPU string `json:"cpu,omitempty"`

@@ -378,6 +378,7 @@ func (in *Pools) DeepCopyInto(out *Pools) {
 		**out = **in
 	}
 	out.MaxLimits = in.MaxLimits
+	out.MaxClusterLimits = in.MaxClusterLimits
 	out.Defaults = in.Defaults
 	if in.CapacityReservationSelectorTerms != nil {
 		in, out := &in.CapacityReservationSelectorTerms, &out.CapacityReservationSelectorTerms
