@@ -30,7 +30,7 @@ type configMap struct {
 // pods.
 func Base(podLabels map[string]string) (map[string][]byte, error) {
 	files := map[string]any{
-		"prometheusrule.yaml": Rules("${" + NearLimitsVar + "}"),
+		"prometheusrule.yaml": Rules("${"+NearLimitsVar+"}", "${"+KarpenterNamespaceVar+"}"),
 		"podmonitor.yaml":     Scrape("${"+KarpenterNamespaceVar+"}", podLabels),
 	}
 	for _, stem := range slices.Sorted(maps.Keys(Dashboards())) {

@@ -180,8 +180,8 @@ func Performance() Dashboard {
 		query{quantile("0.99", SchedulingDuration, "controller"), "p99"})
 	add("Unschedulable pods", "Pods the last simulation could place on no NodePool.", "short",
 		query{fmt.Sprintf(`max(%s)`, UnschedulablePods), "pods"})
-	add("EC2 API errors", "Share of EC2 calls answered 4xx or 5xx, by action.", "percentunit",
-		query{fmt.Sprintf(`sum by (action) (rate(%[1]s{service="EC2", code=~"4..|5.."}[5m])) / sum by (action) (rate(%[1]s{service="EC2"}[5m]))`, AWSRequests), "{{action}}"})
+	add("EC2 API errors", "Share of EC2 calls answered 4xx or 5xx, by action; not 412, Karpenter's own dry runs that would have succeeded.", "percentunit",
+		query{fmt.Sprintf(`sum by (action) (rate(%[1]s{service="EC2", code=~"4..|5..", code!="412"}[5m])) / sum by (action) (rate(%[1]s{service="EC2", code!="412"}[5m]))`, AWSRequests), "{{action}}"})
 	add("AWS API latency", "p99 of AWS API calls, by service and action.", "s",
 		query{quantile("0.99", AWSRequestDuration, "service, action"), "{{service}} {{action}}"})
 	add("Launches refused", "Launches EC2 refused, per hour, by reason.", "short",
@@ -213,7 +213,7 @@ func (d Dashboard) JSON() string {
 // Exprs are every PromQL expression the rules and dashboards evaluate.
 func Exprs() []string {
 	var out []string
-	for _, g := range Rules("0.9").Spec.Groups {
+	for _, g := range Rules("0.9", "karpenter").Spec.Groups {
 		for _, r := range g.Rules {
 			out = append(out, r.Expr)
 		}

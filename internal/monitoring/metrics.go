@@ -1,5 +1,5 @@
 // Package monitoring is what ships with the controller so a platform sees
-// Karpenter at work: five alert rules, the PodMonitor that scrapes the
+// Karpenter at work: its alert rules, the PodMonitor that scrapes the
 // controller, and the capacity and performance dashboards, all built here
 // from the metrics Karpenter exports and written into the GitOps base
 // examples/gitops/monitoring by hack/monitoringgen. The composed monitoring
@@ -41,6 +41,19 @@ const (
 	LaunchFailures        = "karpenter_cloudprovider_instance_launch_failures_total"
 	InterruptionMessages  = "karpenter_interruption_received_messages_total"
 	CloudProviderDuration = "karpenter_cloudprovider_duration_seconds"
+	// sigs.k8s.io/karpenter pkg/cloudprovider/metrics: errors of the
+	// cloud provider's methods, by method, error and nodepool.
+	CloudProviderErrors = "karpenter_cloudprovider_errors_total"
+	// github.com/awslabs/operatorpkg status: how long each NodeClaim's
+	// condition has held its status, and how long it has been terminating.
+	NodeClaimConditionSeconds   = "operator_nodeclaim_status_condition_current_status_seconds"
+	NodeClaimTerminatingSeconds = "operator_nodeclaim_termination_current_time_seconds"
+	// sigs.k8s.io/karpenter pkg/controllers/metrics/pod: how long a pending,
+	// unscheduled pod has waited, by name and namespace.
+	PodUnboundSeconds = "karpenter_pods_unbound_time_seconds"
+	// sigs.k8s.io/controller-runtime pkg/metrics: 1 on the replica that
+	// holds the leader lease.
+	LeaderStatus = "leader_election_master_status"
 	// sigs.k8s.io/controller-runtime: reconciles and work queues.
 	ReconcileErrors = "controller_runtime_reconcile_errors_total"
 	WorkQueueDepth  = "workqueue_depth"

@@ -91,9 +91,21 @@ func TestMonitoringBuildsValidObjects(t *testing.T) {
 		if r["alert"] == monitoring.AlertNodePoolNearLimits && !strings.HasSuffix(r["expr"].(string), ">= 0.9") {
 			t.Errorf("the near-limits rule does not read the platform's ratio 0.9: %s", r["expr"])
 		}
+		// Flux substituted the controller's namespace wherever a rule
+		// names it, and nothing else is left to substitute.
+		if r["alert"] == monitoring.AlertControllerDown && !strings.Contains(r["expr"].(string), `namespace="`+c.Input.PodIdentity.Namespace+`"`) {
+			t.Errorf("the controller-down rule does not select the controller's namespace %s: %s", c.Input.PodIdentity.Namespace, r["expr"])
+		}
+		if b, _ := json.Marshal(r); strings.Contains(string(b), "${") {
+			t.Errorf("rule %s keeps an unsubstituted variable: %s", r["alert"], b)
+		}
 	}
-	if diff := cmp.Diff([]string{monitoring.AlertEC2NodeClassNotReady, monitoring.AlertNodePoolNotReady, monitoring.AlertNodePoolNearLimits, monitoring.AlertEC2APIErrors, monitoring.AlertUnschedulablePods}, alerts); diff != "" {
-		t.Errorf("alerts (-want +got):\n%s", diff)
+	var names []string
+	for _, r := range monitoring.Rules("0.9", "karpenter").Spec.Groups[0].Rules {
+		names = append(names, r.Alert)
+	}
+	if diff := cmp.Diff(names, alerts); diff != "" {
+		t.Errorf("alerts the claimed cluster gets (-want +got):\n%s", diff)
 	}
 
 	pm := objs["PodMonitor/karpenter"]
@@ -206,14 +218,18 @@ func checkScrapesTheController(t *testing.T, c *spec.Config, selector map[string
 	}
 }
 
-// A ruleCase is one alert's synthetic series: on the firing series the
-// alert fires at eval with the labels given; on the quiet ones, never.
+// A ruleCase is one alert's synthetic series, shaped as Karpenter and
+// Prometheus emit them (labels as their sources register them): on the
+// firing series the alert fires at eval with the labels given; on each
+// quiet set, never. quiet holds the false positives each rule must not
+// page on.
 type ruleCase struct {
-	alert         string
-	firing, quiet []series
-	eval          string
-	labels        map[string]string
-	value         string // what {{ .Value }} renders as, humanized where the template says so
+	alert  string
+	firing []series
+	quiet  [][]series
+	eval   string
+	labels map[string]string
+	value  string // what {{ .Value }} renders as, humanized where the template says so
 }
 
 type series struct {
@@ -221,22 +237,65 @@ type series struct {
 	Values string `json:"values"`
 }
 
+// The controller's scrape target as prometheus-operator labels a
+// PodMonitor's (job <its namespace>/<its name>, namespace the pod's).
+const upSeries = `up{job="monitoring/karpenter",namespace="karpenter",pod="karpenter-0",endpoint="http-metrics"}`
+
+// idle is a healthy cluster with nothing to do: the controller up and
+// leading, the queue polled, every class and pool Ready, EC2 answering
+// (Karpenter's validation dry runs included), no pod waiting. No alert
+// fires on it.
+var idle = []series{
+	{upSeries, "1x70"},
+	{monitoring.LeaderStatus + `{name="karpenter-leader-election",namespace="karpenter",pod="karpenter-0"}`, "1x70"},
+	{monitoring.AWSRequests + `{service="SQS",action="ReceiveMessage",code="200"}`, "0+3x70"},
+	{monitoring.AWSRequests + `{service="EC2",action="DescribeInstances",code="200"}`, "0+2x70"},
+	{monitoring.AWSRequests + `{service="EC2",action="CreateFleet",code="412"}`, "0+1x70"},
+	{monitoring.EC2NodeClassCondition + `{name="private",type="Ready",status="True"}`, "1x70"},
+	{monitoring.NodePoolCondition + `{name="private",type="Ready",status="True"}`, "1x70"},
+	{monitoring.NodePoolUsage + `{nodepool="private",resource_type="cpu"}`, "0x70"},
+	{monitoring.NodePoolLimit + `{nodepool="private",resource_type="cpu"}`, "100x70"},
+}
+
 // TestRulesFire runs promtool's rule unit tests: each alert fires on a
-// synthetic series that breaks what it guards and stays quiet on a healthy
-// one, with its annotations rendered.
+// synthetic series that breaks what it guards, with its severity, runbook
+// and annotations rendered, and stays quiet on its false positives and on
+// an idle cluster.
 func TestRulesFire(t *testing.T) {
 	ratio := "0.9"
 	cases := []ruleCase{
 		{
+			alert:  monitoring.AlertControllerDown,
+			firing: []series{{upSeries, "0x20"}},
+			quiet:  [][]series{{{upSeries, "1x20"}}},
+			eval:   "10m",
+		},
+		{
+			alert: monitoring.AlertNoLeader,
+			firing: []series{
+				{monitoring.LeaderStatus + `{name="karpenter-leader-election",namespace="karpenter",pod="karpenter-0"}`, "0x30"},
+				{monitoring.LeaderStatus + `{name="karpenter-leader-election",namespace="karpenter",pod="karpenter-1"}`, "0x30"},
+			},
+			// A backup replica reports 0 beside the leader.
+			quiet: [][]series{{
+				{monitoring.LeaderStatus + `{name="karpenter-leader-election",namespace="karpenter",pod="karpenter-0"}`, "1x30"},
+				{monitoring.LeaderStatus + `{name="karpenter-leader-election",namespace="karpenter",pod="karpenter-1"}`, "0x30"},
+			}},
+			eval: "20m", value: "0",
+		},
+		{
 			alert:  monitoring.AlertEC2NodeClassNotReady,
-			firing: []series{{monitoring.EC2NodeClassCondition + `{name="private",type="Ready",status="False"}`, "1x30"}},
-			quiet:  []series{{monitoring.EC2NodeClassCondition + `{name="private",type="Ready",status="True"}`, "1x30"}, {monitoring.EC2NodeClassCondition + `{name="private",type="Ready",status="False"}`, "0x30"}},
-			eval:   "20m", labels: map[string]string{"name": "private"},
+			firing: []series{{monitoring.EC2NodeClassCondition + `{name="private",type="Ready",status="False",reason="SubnetsNotFound"}`, "1x30"}},
+			quiet: [][]series{
+				{{monitoring.EC2NodeClassCondition + `{name="private",type="Ready",status="True"}`, "1x30"}},
+				{{monitoring.EC2NodeClassCondition + `{name="private",type="Ready",status="False"}`, "0x30"}},
+			},
+			eval: "20m", labels: map[string]string{"name": "private"},
 		},
 		{
 			alert:  monitoring.AlertNodePoolNotReady,
 			firing: []series{{monitoring.NodePoolCondition + `{name="public",type="Ready",status="Unknown"}`, "1x30"}},
-			quiet:  []series{{monitoring.NodePoolCondition + `{name="public",type="Ready",status="True"}`, "1x30"}},
+			quiet:  [][]series{{{monitoring.NodePoolCondition + `{name="public",type="Ready",status="True"}`, "1x30"}}},
 			eval:   "20m", labels: map[string]string{"name": "public"},
 		},
 		{
@@ -245,12 +304,12 @@ func TestRulesFire(t *testing.T) {
 				{monitoring.NodePoolUsage + `{nodepool="private",resource_type="cpu"}`, "95x30"},
 				{monitoring.NodePoolLimit + `{nodepool="private",resource_type="cpu"}`, "100x30"},
 			},
-			quiet: []series{
+			quiet: [][]series{{
 				{monitoring.NodePoolUsage + `{nodepool="private",resource_type="cpu"}`, "80x30"},
 				{monitoring.NodePoolLimit + `{nodepool="private",resource_type="cpu"}`, "100x30"},
 				{monitoring.NodePoolUsage + `{nodepool="private",resource_type="pods"}`, "100x30"},
 				{monitoring.NodePoolLimit + `{nodepool="private",resource_type="pods"}`, "100x30"},
-			},
+			}},
 			eval: "20m", labels: map[string]string{"nodepool": "private", "resource_type": "cpu"}, value: "95%",
 		},
 		{
@@ -259,29 +318,92 @@ func TestRulesFire(t *testing.T) {
 				{monitoring.AWSRequests + `{service="EC2",action="CreateFleet",code="403"}`, "0+6x40"},
 				{monitoring.AWSRequests + `{service="EC2",action="CreateFleet",code="200"}`, "0+54x40"},
 			},
-			quiet: []series{
-				{monitoring.AWSRequests + `{service="EC2",action="CreateFleet",code="403"}`, "0+1x40"},
-				{monitoring.AWSRequests + `{service="EC2",action="CreateFleet",code="200"}`, "0+99x40"},
-				{monitoring.AWSRequests + `{service="SQS",action="ReceiveMessage",code="500"}`, "0+50x40"},
+			quiet: [][]series{
+				{
+					{monitoring.AWSRequests + `{service="EC2",action="CreateFleet",code="403"}`, "0+1x40"},
+					{monitoring.AWSRequests + `{service="EC2",action="CreateFleet",code="200"}`, "0+99x40"},
+					{monitoring.AWSRequests + `{service="SQS",action="ReceiveMessage",code="500"}`, "0+50x40"},
+				},
+				// A burst of Karpenter's validation dry runs: each answered
+				// DryRunOperation, HTTP 412.
+				{
+					{monitoring.AWSRequests + `{service="EC2",action="CreateFleet",code="412"}`, "0+20x40"},
+					{monitoring.AWSRequests + `{service="EC2",action="RunInstances",code="412"}`, "0+20x40"},
+					{monitoring.AWSRequests + `{service="EC2",action="CreateLaunchTemplate",code="412"}`, "0+20x40"},
+					{monitoring.AWSRequests + `{service="EC2",action="CreateFleet",code="200"}`, "0+1x40"},
+				},
+				// Three calls in ten minutes, all refused: too few to page on.
+				{{monitoring.AWSRequests + `{service="EC2",action="RunInstances",code="403"}`, "0+0.3x40"}},
 			},
 			eval: "30m", labels: map[string]string{"action": "CreateFleet"}, value: "10%",
 		},
 		{
-			alert: monitoring.AlertUnschedulablePods,
+			alert:  monitoring.AlertLaunchesFailing,
+			firing: []series{{monitoring.CloudProviderErrors + `{controller="nodeclaim.lifecycle",method="Create",provider="aws",error="InsufficientCapacityError",nodepool="private"}`, "0+1x40"}},
+			quiet: [][]series{{
+				// NodeClaims whose instance is gone: Get errors, not launches.
+				{monitoring.CloudProviderErrors + `{controller="nodeclaim.lifecycle",method="Get",provider="aws",error="NodeClaimNotFoundError",nodepool="private"}`, "0+5x40"},
+				{monitoring.CloudProviderErrors + `{controller="nodeclaim.lifecycle",method="Create",provider="aws",error="InsufficientCapacityError",nodepool="private"}`, "0 1x40"},
+			}},
+			eval: "35m", labels: map[string]string{"nodepool": "private", "error": "InsufficientCapacityError"}, value: "15",
+		},
+		{
+			alert:  monitoring.AlertNodesNotRegistering,
+			firing: []series{{monitoring.NodeClaimsDisrupted + `{reason="registration_timeout",nodepool="private",capacity_type="spot",consolidation_policy="",termination_mode="eventual"}`, "0+0.1x70"}},
+			quiet: [][]series{{
+				{monitoring.NodeClaimsDisrupted + `{reason="underutilized",nodepool="private",capacity_type="spot",consolidation_policy="WhenEmptyOrUnderutilized",termination_mode="graceful"}`, "0+1x70"},
+				// One timeout in an hour: a one-off.
+				{monitoring.NodeClaimsDisrupted + `{reason="launch_timeout",nodepool="private",capacity_type="spot",consolidation_policy="",termination_mode="eventual"}`, "0 1x69"},
+			}},
+			eval: "70m", labels: map[string]string{"nodepool": "private"}, value: "6",
+		},
+		{
+			alert:  monitoring.AlertNodesNotInitialized,
+			firing: []series{{monitoring.NodeClaimConditionSeconds + `{name="private-x7k2p",type="Initialized",status="Unknown",reason="AwaitingInitialization"}`, "0+60x40"}},
+			// A node that initializes in three minutes.
+			quiet: [][]series{{
+				{monitoring.NodeClaimConditionSeconds + `{name="private-x7k2p",type="Initialized",status="Unknown",reason="AwaitingInitialization"}`, "0+60x3"},
+				{monitoring.NodeClaimConditionSeconds + `{name="private-x7k2p",type="Initialized",status="True",reason="Initialized"}`, "_x3 0+60x36"},
+			}},
+			eval: "30m", labels: map[string]string{"name": "private-x7k2p"}, value: "30m 0s",
+		},
+		{
+			alert: monitoring.AlertInterruptionStalled,
 			firing: []series{
-				{monitoring.UnschedulablePods + `{controller="provisioner"}`, "3x30"},
-				{monitoring.PodState + `{name="web-0",namespace="team-a",phase="Pending"}`, "1x30"},
+				{upSeries, "1x30"},
+				{monitoring.AWSRequests + `{service="SQS",action="ReceiveMessage",code="403"}`, "0+3x30"},
 			},
-			// Once no pod is pending Karpenter leaves the gauge at its
-			// last value: quiet all the same.
-			quiet: []series{
-				{monitoring.UnschedulablePods + `{controller="provisioner"}`, "3x30"},
-				{monitoring.PodState + `{name="web-0",namespace="team-a",phase="Running"}`, "1x30"},
+			quiet: [][]series{
+				{{upSeries, "1x30"}, {monitoring.AWSRequests + `{service="SQS",action="ReceiveMessage",code="200"}`, "0+3x30"}},
+				// The controller down: KarpenterControllerDown says so.
+				{{upSeries, "0x30"}},
 			},
-			eval: "20m", value: "3",
+			eval: "25m", value: "0",
+		},
+		{
+			alert:  monitoring.AlertNodeTerminationStuck,
+			firing: []series{{monitoring.NodeClaimTerminatingSeconds + `{name="private-x7k2p"}`, "0+60x70"}},
+			quiet:  [][]series{{{monitoring.NodeClaimTerminatingSeconds + `{name="private-x7k2p"}`, "0+60x30"}}},
+			eval:   "70m", labels: map[string]string{"name": "private-x7k2p"}, value: "1h 10m 0s",
+		},
+		{
+			alert:  monitoring.AlertUnschedulablePods,
+			firing: []series{{monitoring.PodUnboundSeconds + `{name="web-0",exported_namespace="team-a",dynamic_resources="false",namespace="karpenter"}`, "0+60x40"}},
+			quiet: [][]series{
+				// A pod bound to a node and stuck pulling its image: the
+				// scheduler's gauge keeps its last value, a pod is
+				// Pending, but nothing is unbound.
+				{
+					{monitoring.UnschedulablePods + `{controller="provisioner"}`, "3x40"},
+					{monitoring.PodState + `{name="web-0",namespace="team-a",phase="Pending"}`, "1x40"},
+				},
+				// A pod that waited five minutes for its node.
+				{{monitoring.PodUnboundSeconds + `{name="web-0",exported_namespace="team-a",dynamic_resources="false",namespace="karpenter"}`, "0+60x5"}},
+			},
+			eval: "30m", value: "1",
 		},
 	}
-	rules := monitoring.Rules(ratio)
+	rules := monitoring.Rules(ratio, "karpenter")
 	byAlert := map[string]monitoring.Rule{}
 	for _, r := range rules.Spec.Groups[0].Rules {
 		byAlert[r.Alert] = r
@@ -298,9 +420,13 @@ func TestRulesFire(t *testing.T) {
 		t.Fatal(err)
 	}
 	var tests []any
+	var idleChecks []any
 	for _, tc := range cases {
-		r := byAlert[tc.alert]
-		labels := map[string]string{"severity": "warning"}
+		r, ok := byAlert[tc.alert]
+		if !ok {
+			t.Fatalf("no rule %s", tc.alert)
+		}
+		labels := map[string]string{"severity": r.Labels["severity"]}
 		for k, v := range tc.labels {
 			labels[k] = v
 		}
@@ -308,16 +434,18 @@ func TestRulesFire(t *testing.T) {
 		for k, v := range r.Annotations {
 			annotations[k] = render(v, labels, tc.value)
 		}
-		tests = append(tests,
-			map[string]any{"interval": "1m", "input_series": tc.firing, "alert_rule_test": []any{map[string]any{
-				"eval_time": tc.eval, "alertname": tc.alert,
-				"exp_alerts": []any{map[string]any{"exp_labels": labels, "exp_annotations": annotations}},
-			}}},
-			map[string]any{"interval": "1m", "input_series": tc.quiet, "alert_rule_test": []any{map[string]any{
+		tests = append(tests, map[string]any{"interval": "1m", "input_series": tc.firing, "alert_rule_test": []any{map[string]any{
+			"eval_time": tc.eval, "alertname": tc.alert,
+			"exp_alerts": []any{map[string]any{"exp_labels": labels, "exp_annotations": annotations}},
+		}}})
+		for _, quiet := range tc.quiet {
+			tests = append(tests, map[string]any{"interval": "1m", "input_series": quiet, "alert_rule_test": []any{map[string]any{
 				"eval_time": tc.eval, "alertname": tc.alert, "exp_alerts": []any{},
-			}}},
-		)
+			}}})
+		}
+		idleChecks = append(idleChecks, map[string]any{"eval_time": "70m", "alertname": tc.alert, "exp_alerts": []any{}})
 	}
+	tests = append(tests, map[string]any{"interval": "1m", "input_series": idle, "alert_rule_test": idleChecks})
 	b, err = yaml.Marshal(map[string]any{"rule_files": []string{"rules.yaml"}, "evaluation_interval": "1m", "tests": tests})
 	if err != nil {
 		t.Fatal(err)
@@ -328,7 +456,7 @@ func TestRulesFire(t *testing.T) {
 	cmd := exec.Command(promtool(t), "test", "rules", "rules_test.yaml")
 	cmd.Dir = dir
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Errorf("promtool test rules: %v\n%s\n%s", err, out, b)
+		t.Errorf("promtool test rules: %v\n%s", err, out)
 	}
 }
 
@@ -339,5 +467,36 @@ func render(tmpl string, labels map[string]string, value string) string {
 		return labels[regexp.MustCompile(`\.Labels\.(\w+)`).FindStringSubmatch(m)[1]]
 	})
 	out = strings.ReplaceAll(out, "{{ .Value | humanizePercentage }}", value)
+	out = strings.ReplaceAll(out, "{{ .Value | humanizeDuration }}", value)
+	out = strings.ReplaceAll(out, "{{ .Value | humanize }}", value)
 	return strings.ReplaceAll(out, "{{ .Value }}", value)
+}
+
+// TestRunbooksExist holds every rule's runbook_url against the README it
+// points at: the URL is the README's on the repository's main branch, and
+// its anchor is a heading there, as GitHub derives anchors (lower case,
+// punctuation dropped, spaces to hyphens).
+func TestRunbooksExist(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	anchors := map[string]bool{}
+	for _, line := range strings.Split(string(readme), "\n") {
+		if heading, ok := strings.CutPrefix(strings.TrimLeft(line, "#"), " "); ok && strings.HasPrefix(line, "#") {
+			a := strings.ToLower(strings.TrimSpace(heading))
+			a = regexp.MustCompile(`[^a-z0-9 _-]`).ReplaceAllString(a, "")
+			anchors[strings.ReplaceAll(a, " ", "-")] = true
+		}
+	}
+	for _, r := range monitoring.Rules("0.9", "karpenter").Spec.Groups[0].Rules {
+		url := r.Annotations["runbook_url"]
+		anchor, ok := strings.CutPrefix(url, monitoring.RunbookBase)
+		if !ok || !anchors[anchor] {
+			t.Errorf("%s: runbook_url %q is no heading of README.md", r.Alert, url)
+		}
+		if s := r.Labels["severity"]; s != "critical" && s != "warning" {
+			t.Errorf("%s: severity %q, want critical (pages) or warning (tickets)", r.Alert, s)
+		}
+	}
 }

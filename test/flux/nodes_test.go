@@ -307,10 +307,19 @@ func buildsValidPools(t *testing.T, v versions.Version) {
 			},
 		},
 		"LimitsAtTheBounds": {
-			reason: "The largest limits a platform may allow still pass Karpenter's schema.",
-			spec:   edits{"pools.private.limits": map[string]string{"cpu": "10000", "memory": "40Ti"}},
-			input:  edits{"pools.maxLimits": map[string]string{"cpu": "10000", "memory": "40Ti"}},
-			want:   func(n *nodes) { n.private.cpu, n.private.memory = "10000", "40Ti" },
+			reason: "The largest limits a platform may allow still pass Karpenter's schema: one pool at the cluster's ceiling, the other off.",
+			spec: edits{
+				"pools.private.limits": map[string]string{"cpu": "10000", "memory": "40Ti"},
+				"pools.public.enabled": false,
+			},
+			input: edits{
+				"pools.maxLimits":        map[string]string{"cpu": "10000", "memory": "40Ti"},
+				"pools.maxClusterLimits": map[string]string{"cpu": "10000", "memory": "40Ti"},
+			},
+			want: func(n *nodes) {
+				n.private.cpu, n.private.memory = "10000", "40Ti"
+				n.public = nil
+			},
 		},
 		"ConsolidateAfter": {
 			reason: "The consolidation delay takes compound durations, as Karpenter's pattern does.",
