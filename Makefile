@@ -45,7 +45,7 @@ unit: ## Unit and multi-reconcile tests.
 FUZZ_TIME ?= 15s
 .PHONY: fuzz
 fuzz: ## Each fuzz target for FUZZ_TIME, from the committed seed corpus.
-	go test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZ_TIME) ./internal/spec/
+	go test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZ_TIME) ./internal/config/
 	go test -run '^$$' -fuzz '^FuzzRunFunction$$' -fuzztime $(FUZZ_TIME) ./fn/
 
 .PHONY: render-test

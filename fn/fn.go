@@ -25,11 +25,11 @@ import (
 	"github.com/do-now/function-karpenter/internal/awsres"
 	"github.com/do-now/function-karpenter/internal/cache"
 	"github.com/do-now/function-karpenter/internal/cluster"
+	"github.com/do-now/function-karpenter/internal/config"
 	"github.com/do-now/function-karpenter/internal/poolstatus"
 	"github.com/do-now/function-karpenter/internal/requeue"
 	"github.com/do-now/function-karpenter/internal/scope"
 	"github.com/do-now/function-karpenter/internal/sequence"
-	"github.com/do-now/function-karpenter/internal/spec"
 	"github.com/do-now/function-karpenter/internal/status"
 	"github.com/do-now/function-karpenter/internal/tenancy"
 	"github.com/do-now/function-karpenter/internal/upgrade"
@@ -139,7 +139,7 @@ func (f *Function) compose(req *fnv1.RunFunctionRequest) (rsp *fnv1.RunFunctionR
 		return rsp, composed
 	}
 	xrSpec, _ := oxr.Resource.Object["spec"].(map[string]any)
-	cfg, errs := spec.Load(spec.OwnerOf(oxr.Resource.Object, xr.API), xrSpec, req.GetInput())
+	cfg, errs := config.Load(config.OwnerOf(oxr.Resource.Object, xr.API), xrSpec, req.GetInput())
 	if len(errs) > 0 {
 		log.Info("refusing invalid XR or input", "error", errs.ToAggregate().Error())
 		refuse(rsp, oxr, ReasonInvalid, errors.Errorf("invalid %s %q: %s", oxr.Resource.GetKind(), oxr.Resource.GetName(), errs.ToAggregate().Error()))
@@ -203,7 +203,7 @@ func (f *Function) compose(req *fnv1.RunFunctionRequest) (rsp *fnv1.RunFunctionR
 	attempt, retryIn := cluster.Attempt(cfg, observed[cluster.AccessCheck], f.now())
 	cfg.AccessCheckAttempt = attempt
 	sequence.ProvenFirst(cfg, observed, &plan.Parts)
-	clusterLabels := map[string]string{spec.ClusterLabel: spec.KubernetesName(cfg.Spec.Cluster.Name)}
+	clusterLabels := map[string]string{config.ClusterLabel: config.KubernetesName(cfg.Spec.Cluster.Name)}
 	out, err := sequence.Run(sequence.Steps(cfg, reported, plan.Parts, observed, hold), observed, clusterLabels)
 	if err != nil {
 		response.Fatal(rsp, err)

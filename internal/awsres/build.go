@@ -12,10 +12,10 @@ import (
 	sqs "github.com/upbound/provider-aws/v2/apis/cluster/sqs/v1beta1"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/do-now/function-karpenter/internal/config"
 	"github.com/do-now/function-karpenter/internal/interruption"
 	"github.com/do-now/function-karpenter/internal/naming"
 	"github.com/do-now/function-karpenter/internal/policy"
-	"github.com/do-now/function-karpenter/internal/spec"
 	"github.com/do-now/function-karpenter/internal/versions"
 )
 
@@ -26,7 +26,7 @@ const (
 )
 
 // ClusterTag marks every AWS resource with the cluster it serves.
-const ClusterTag = spec.ClusterLabel
+const ClusterTag = config.ClusterLabel
 
 // Resources are desired managed resources by composed resource name.
 type Resources = map[resource.Name]runtime.Object
@@ -34,7 +34,7 @@ type Resources = map[resource.Name]runtime.Object
 // Identity returns step one: the controller role and its inline policy, the
 // interruption queue and the five rules, and the observed EKS cluster. It needs nothing observed: every ARN
 // it names is derived from the node role's account.
-func Identity(c *spec.Config) (Resources, error) {
+func Identity(c *config.Config) (Resources, error) {
 	doc, err := ControllerPolicy(c)
 	if err != nil {
 		return nil, err
@@ -119,7 +119,7 @@ func Identity(c *spec.Config) (Resources, error) {
 // send, one target per rule, and the Pod Identity association. It uses the
 // identifiers AWS reported, falling back to the derived ones for a resource
 // that exists already while its prerequisite is momentarily unobserved.
-func Wiring(c *spec.Config, o Observed) Resources {
+func Wiring(c *config.Config, o Observed) Resources {
 	roleARN := or(o.RoleARN, c.Account.RoleARN(c.Names.RolePath, c.Names.Role))
 	queueARN := or(o.QueueARN, c.Account.QueueARN(c.Names.Queue))
 	queueURL := or(o.QueueURL, c.Account.QueueURL(c.Names.Queue))
@@ -177,13 +177,13 @@ func Wiring(c *spec.Config, o Observed) Resources {
 // ControllerPolicy returns the controller's inline policy for the claim's
 // version, with the gates the platform enables, as JSON, refusing one over
 // the inline policy size limit.
-func ControllerPolicy(c *spec.Config) (string, error) {
+func ControllerPolicy(c *config.Config) (string, error) {
 	return ControllerPolicyOf(c, string(c.Spec.Version))
 }
 
 // ControllerPolicyOf is the controller's inline policy for Karpenter
 // version.
-func ControllerPolicyOf(c *spec.Config, version string) (string, error) {
+func ControllerPolicyOf(c *config.Config, version string) (string, error) {
 	v, err := versions.Get(version)
 	if err != nil {
 		return "", err

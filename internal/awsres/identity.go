@@ -7,14 +7,14 @@ import (
 	"github.com/crossplane/function-sdk-go/resource"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	"github.com/do-now/function-karpenter/internal/spec"
+	"github.com/do-now/function-karpenter/internal/config"
 )
 
 // CheckIdentity refuses a spec whose cluster name or region no longer match
 // the AWS resources that exist: following the change would orphan the role
 // and the queue, or recreate them elsewhere. The XRD refuses such updates
 // at admission; this catches XRs that bypass it.
-func CheckIdentity(c *spec.Config, observed map[resource.Name]resource.ObservedComposed) field.ErrorList {
+func CheckIdentity(c *config.Config, observed map[resource.Name]resource.ObservedComposed) field.ErrorList {
 	var errs field.ErrorList
 	name := field.NewPath("spec", "cluster", "name")
 	if role, ok := observed[ControllerRole]; ok {

@@ -5,7 +5,7 @@ import (
 	"github.com/crossplane/crossplane-runtime/v2/pkg/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/do-now/function-karpenter/internal/spec"
+	"github.com/do-now/function-karpenter/internal/config"
 )
 
 func typeMeta(apiVersion, kind string) metav1.TypeMeta {
@@ -18,13 +18,13 @@ func externalName(name string) metav1.ObjectMeta {
 	return metav1.ObjectMeta{Annotations: map[string]string{meta.AnnotationKeyExternalName: name}}
 }
 
-func resourceSpec(c *spec.Config) xpv1.ResourceSpec {
+func resourceSpec(c *config.Config) xpv1.ResourceSpec {
 	return xpv1.ResourceSpec{ProviderConfigReference: &xpv1.Reference{Name: c.AWSProviderConfig()}}
 }
 
 // tags are the platform's tags plus the cluster tag, which the platform
 // cannot override.
-func tags(c *spec.Config) map[string]*string {
+func tags(c *config.Config) map[string]*string {
 	t := make(map[string]*string, len(c.Input.Tags)+1)
 	for k, v := range c.Input.Tags {
 		t[k] = ptr(v)

@@ -9,7 +9,7 @@ import (
 	iam "github.com/upbound/provider-aws/v2/apis/cluster/iam/v1beta1"
 	"google.golang.org/protobuf/types/known/structpb"
 
-	"github.com/do-now/function-karpenter/internal/spec"
+	"github.com/do-now/function-karpenter/internal/config"
 )
 
 // TestTrustBindsWhatTheAssociationBinds holds the role's trust conditions
@@ -43,7 +43,7 @@ func TestTrustBindsWhatTheAssociationBinds(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			c, errs := spec.Load(spec.Owner{Namespace: "team-a", Name: "karpenter"}, map[string]any{
+			c, errs := config.Load(config.Owner{Namespace: "team-a", Name: "karpenter"}, map[string]any{
 				"cluster":      map[string]any{"name": "prod-eu", "region": "eu-west-3"},
 				"nodeIdentity": map[string]any{"roleArn": "arn:aws:iam::" + tc.account + ":role/nodes", "instanceProfile": "nodes"},
 			}, in)

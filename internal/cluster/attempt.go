@@ -10,7 +10,7 @@ import (
 	"github.com/crossplane/function-sdk-go/resource"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/do-now/function-karpenter/internal/spec"
+	"github.com/do-now/function-karpenter/internal/config"
 )
 
 // AttemptAnnotation on the access check's Pod says which attempt of its run
@@ -33,7 +33,7 @@ var passingReasons = []string{"DeadlineExceeded", "Evicted"}
 // and the platform's attempts are not spent. A Pod of another spec or run
 // starts again at 1. wait is how long until the next attempt is due; zero
 // when none is.
-func Attempt(c *spec.Config, ocd resource.ObservedComposed, now time.Time) (n int, wait time.Duration) {
+func Attempt(c *config.Config, ocd resource.ObservedComposed, now time.Time) (n int, wait time.Duration) {
 	r := ocd.Resource
 	if r == nil {
 		return 1, 0

@@ -23,8 +23,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/do-now/function-karpenter/internal/config"
 	"github.com/do-now/function-karpenter/internal/scope"
-	"github.com/do-now/function-karpenter/internal/spec"
 )
 
 // Composed resource names of step three. They are API.
@@ -65,16 +65,16 @@ func Needs() map[fnresource.Name][]fnresource.Name {
 
 // Labels are what every manifest the function puts in the claimed cluster
 // carries.
-func Labels(c *spec.Config) map[string]string {
+func Labels(c *config.Config) map[string]string {
 	return map[string]string{
 		"app.kubernetes.io/part-of":    "karpenter",
 		"app.kubernetes.io/managed-by": "crossplane",
-		spec.ClusterLabel:              spec.KubernetesName(c.Spec.Cluster.Name),
+		config.ClusterLabel:            config.KubernetesName(c.Spec.Cluster.Name),
 	}
 }
 
 // Manifests returns step three's objects as the claimed cluster gets them.
-func Manifests(c *spec.Config) map[fnresource.Name]runtime.Object {
+func Manifests(c *config.Config) map[fnresource.Name]runtime.Object {
 	ns := c.Input.PodIdentity.Namespace
 	labels := Labels(c)
 	return map[fnresource.Name]runtime.Object{
@@ -107,7 +107,7 @@ var (
 
 // Objects returns step three: each manifest in a provider-kubernetes Object
 // bound to the claimed cluster's ProviderConfig.
-func Objects(c *spec.Config) (map[fnresource.Name]runtime.Object, error) {
+func Objects(c *config.Config) (map[fnresource.Name]runtime.Object, error) {
 	out := map[fnresource.Name]runtime.Object{}
 	for name, m := range Manifests(c) {
 		r := Created
@@ -128,7 +128,7 @@ func Objects(c *spec.Config) (map[fnresource.Name]runtime.Object, error) {
 // Object wraps a manifest for the claimed cluster in a provider-kubernetes
 // Object (the claim API's kind, which scope turns into the XR's), applied
 // through the cluster's ProviderConfig and judged Ready as r says.
-func Object(c *spec.Config, m runtime.Object, r Readiness) (*unstructured.Unstructured, error) {
+func Object(c *config.Config, m runtime.Object, r Readiness) (*unstructured.Unstructured, error) {
 	// Converted as the SDK converts composed resources, so empty structs
 	// are omitted and the manifest says only what we mean.
 	cd, err := composed.From(m)
@@ -158,7 +158,7 @@ func Object(c *spec.Config, m runtime.Object, r Readiness) (*unstructured.Unstru
 // fixed, so the Object observes it. It is never restarted: a check that
 // failed for a passing cause is tried again as a new Pod (Attempt); any
 // other failure stays until what it checks or RunAnnotation changes.
-func accessCheck(c *spec.Config, labels map[string]string) *corev1.Pod {
+func accessCheck(c *config.Config, labels map[string]string) *corev1.Pod {
 	spec := accessCheckSpec(c)
 	return &corev1.Pod{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
@@ -168,9 +168,9 @@ func accessCheck(c *spec.Config, labels map[string]string) *corev1.Pod {
 	}
 }
 
-func attempt(c *spec.Config) int { return max(c.AccessCheckAttempt, 1) }
+func attempt(c *config.Config) int { return max(c.AccessCheckAttempt, 1) }
 
-func accessCheckSpec(c *spec.Config) corev1.PodSpec {
+func accessCheckSpec(c *config.Config) corev1.PodSpec {
 	nonRoot := int64(65532)
 	yes, no := true, false
 	script, _ := Preflight(c)
@@ -220,17 +220,17 @@ func accessCheckSpec(c *spec.Config) corev1.PodSpec {
 // which runs the checks again. provider-kubernetes leaves the Pod of the old
 // name behind, finished: the composed Object stays (nothing that exists is
 // dropped), and the old Pods go with the controller's namespace.
-func PodName(c *spec.Config) string {
+func PodName(c *config.Config) string {
 	return podName(c, accessCheckSpec(c), attempt(c))
 }
 
-func podName(c *spec.Config, spec corev1.PodSpec, attempt int) string {
+func podName(c *config.Config, spec corev1.PodSpec, attempt int) string {
 	return AccessCheckPod + "-" + accessCheckDigest(c, spec, attempt)
 }
 
 // accessCheckDigest is a digest of the Pod's spec, the run asked for and,
 // after the first, the attempt.
-func accessCheckDigest(c *spec.Config, spec corev1.PodSpec, attempt int) string {
+func accessCheckDigest(c *config.Config, spec corev1.PodSpec, attempt int) string {
 	b, _ := json.Marshal(spec) // a PodSpec always marshals
 	h := sha256.New()
 	h.Write(b)
@@ -266,7 +266,7 @@ func NotOnManagedNodes() *corev1.Affinity {
 // clusterVersion is the Kubernetes version AWS reports for the cluster,
 // once observed, which the Pod carries so that a control-plane upgrade
 // runs every check again (its AMIs above all) as a new Pod.
-func clusterVersion(c *spec.Config) []corev1.EnvVar {
+func clusterVersion(c *config.Config) []corev1.EnvVar {
 	if c.ClusterVersion == "" {
 		return nil
 	}

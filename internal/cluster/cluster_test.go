@@ -7,17 +7,17 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/do-now/function-karpenter/internal/spec"
+	"github.com/do-now/function-karpenter/internal/config"
 )
 
-func load(t *testing.T, in map[string]any) *spec.Config {
+func load(t *testing.T, in map[string]any) *config.Config {
 	t.Helper()
 	return loadClaim(t, nil, in)
 }
 
 // loadClaim loads the claim for prod-eu, with extra spec fields, and the
 // platform's input in.
-func loadClaim(t *testing.T, extra, in map[string]any) *spec.Config {
+func loadClaim(t *testing.T, extra, in map[string]any) *config.Config {
 	t.Helper()
 	s, err := structpb.NewStruct(in)
 	if err != nil {
@@ -30,7 +30,7 @@ func loadClaim(t *testing.T, extra, in map[string]any) *spec.Config {
 	for k, v := range extra {
 		claim[k] = v
 	}
-	c, errs := spec.Load(spec.Owner{Namespace: "team-a", Name: "karpenter"}, claim, s)
+	c, errs := config.Load(config.Owner{Namespace: "team-a", Name: "karpenter"}, claim, s)
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}

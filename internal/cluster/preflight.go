@@ -12,8 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/do-now/function-karpenter/internal/ami"
+	"github.com/do-now/function-karpenter/internal/config"
 	"github.com/do-now/function-karpenter/internal/nodepools"
-	"github.com/do-now/function-karpenter/internal/spec"
 )
 
 // A Check is one thing the preflight proves before the controller starts,
@@ -61,7 +61,7 @@ type Call struct {
 
 // A preflight is the script being written and the calls it makes.
 type preflight struct {
-	c     *spec.Config
+	c     *config.Config
 	b     strings.Builder
 	calls []Call
 }
@@ -70,7 +70,7 @@ type preflight struct {
 // makes. Each check's selectors and tags are read from the EC2NodeClasses
 // the pools are patched with, and each launch call has the shape Karpenter's
 // own has, so it proves what Karpenter will ask.
-func Preflight(c *spec.Config) (string, []Call) {
+func Preflight(c *config.Config) (string, []Call) {
 	p := &preflight{c: c}
 	p.line(`set -u`)
 	p.line(`log=${TERMINATION_LOG:-/dev/termination-log}`)
@@ -198,7 +198,7 @@ func (p *preflight) pool(s nodepools.Selection) {
 // volumes, network interfaces and fleets with: the EC2NodeClass's own and
 // the four it adds (karpenter-provider-aws v1.15.0 pkg/utils/utils.go,
 // GetTags).
-func Tags(c *spec.Config, s nodepools.Selection) map[string]string {
+func Tags(c *config.Config, s nodepools.Selection) map[string]string {
 	tags := maps.Clone(s.Tags)
 	maps.Copy(tags, map[string]string{
 		"kubernetes.io/cluster/" + c.Spec.Cluster.Name: "owned",
@@ -242,7 +242,7 @@ var (
 
 // LaunchTemplateName is the name of the launch template the preflight
 // creates for pool, apart from Karpenter's own (karpenter.k8s.aws/<hash>).
-func LaunchTemplateName(c *spec.Config, pool string) string {
+func LaunchTemplateName(c *config.Config, pool string) string {
 	return "karpenter-preflight/" + c.Spec.Cluster.Name + "/" + pool
 }
 

@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"github.com/do-now/function-karpenter/internal/awsres"
+	"github.com/do-now/function-karpenter/internal/config"
 	"github.com/do-now/function-karpenter/internal/nodepools"
-	"github.com/do-now/function-karpenter/internal/spec"
 )
 
 // A statement of a policy document, as IAM reads it.
@@ -126,9 +126,9 @@ func anyEqual(vs []string, s string) bool {
 // preflightConfigs are claims whose preflights differ: both pools or only
 // the private one, security groups by tag and by name, a pinned and the
 // latest AMI, one architecture or two, a feature gate on.
-func preflightConfigs(t *testing.T) map[string]*spec.Config {
+func preflightConfigs(t *testing.T) map[string]*config.Config {
 	t.Helper()
-	return map[string]*spec.Config{
+	return map[string]*config.Config{
 		"Defaults": load(t, map[string]any{}),
 		"PrivateOnlyLatestAMI": loadClaim(t, map[string]any{
 			"pools": map[string]any{
@@ -225,7 +225,7 @@ func operation(cli string) string {
 // runPreflight runs c's preflight script with /bin/sh and the fake aws
 // (fakeaws_test.go) under env, and returns its exit code, termination
 // message and output, and the launch templates it left behind.
-func runPreflight(t *testing.T, c *spec.Config, env ...string) (code int, msg, out string, left []string) {
+func runPreflight(t *testing.T, c *config.Config, env ...string) (code int, msg, out string, left []string) {
 	t.Helper()
 	script, _ := Preflight(c)
 	self, err := os.Executable()

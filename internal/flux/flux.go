@@ -19,8 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/do-now/function-karpenter/internal/cluster"
+	"github.com/do-now/function-karpenter/internal/config"
 	"github.com/do-now/function-karpenter/internal/nodepools"
-	"github.com/do-now/function-karpenter/internal/spec"
 	"github.com/do-now/function-karpenter/internal/versions"
 )
 
@@ -46,14 +46,14 @@ const (
 )
 
 // Names returns the names of a cluster's two Kustomizations.
-func Names(c *spec.Config) (controller, nodes string) {
-	base := spec.KubernetesName(c.Spec.Cluster.Name) + "-karpenter"
+func Names(c *config.Config) (controller, nodes string) {
+	base := config.KubernetesName(c.Spec.Cluster.Name) + "-karpenter"
 	return base + "-controller", base + "-nodes"
 }
 
 // Controller returns step four: the Object carrying the controller's
 // Kustomization for Karpenter v, Ready once the Kustomization is.
-func Controller(c *spec.Config, v versions.Version) (map[resource.Name]runtime.Object, error) {
+func Controller(c *config.Config, v versions.Version) (map[resource.Name]runtime.Object, error) {
 	k, err := ControllerManifest(c, v)
 	if err != nil {
 		return nil, err
@@ -63,7 +63,7 @@ func Controller(c *spec.Config, v versions.Version) (map[resource.Name]runtime.O
 
 // Nodes returns step five: the Object carrying the node pools'
 // Kustomization for Karpenter v, Ready once the Kustomization is.
-func Nodes(c *spec.Config, v versions.Version) (map[resource.Name]runtime.Object, error) {
+func Nodes(c *config.Config, v versions.Version) (map[resource.Name]runtime.Object, error) {
 	k, err := NodesManifest(c, v)
 	if err != nil {
 		return nil, err
@@ -75,7 +75,7 @@ func Nodes(c *spec.Config, v versions.Version) (map[resource.Name]runtime.Object
 // claimed cluster. The Object is Ready when the Kustomization's own Ready
 // condition is True, and deleting it deletes the Kustomization and waits
 // until it is gone: until Flux has deleted what it applied.
-func inObject(c *spec.Config, name resource.Name, k *kustomizev1.Kustomization) (map[resource.Name]runtime.Object, error) {
+func inObject(c *config.Config, name resource.Name, k *kustomizev1.Kustomization) (map[resource.Name]runtime.Object, error) {
 	o, err := cluster.Object(c, k, cluster.ReadyCondition)
 	if err != nil {
 		return nil, fmt.Errorf("cannot wrap Kustomization %s: %w", k.Name, err)
@@ -86,7 +86,7 @@ func inObject(c *spec.Config, name resource.Name, k *kustomizev1.Kustomization) 
 // ControllerManifest is the Kustomization that installs the controller of
 // Karpenter v: its chart, with the values of v. Wait makes its Ready mean
 // the HelmRelease, and so the controller's Deployment, is healthy.
-func ControllerManifest(c *spec.Config, v versions.Version) (*kustomizev1.Kustomization, error) {
+func ControllerManifest(c *config.Config, v versions.Version) (*kustomizev1.Kustomization, error) {
 	name, _ := Names(c)
 	values, err := json.Marshal([]jsonPatch{{Op: "add", Path: "/spec/values", Value: ControllerValues(c, v)}})
 	if err != nil {
@@ -110,7 +110,7 @@ func ControllerManifest(c *spec.Config, v versions.Version) (*kustomizev1.Kustom
 // what keeps an uninstall from stranding an instance: Flux gives up after
 // its timeout, and the Usages of package usage hold the controller until
 // every EC2NodeClass is gone, however long that takes.
-func NodesManifest(c *spec.Config, v versions.Version) (*kustomizev1.Kustomization, error) {
+func NodesManifest(c *config.Config, v versions.Version) (*kustomizev1.Kustomization, error) {
 	controller, name := Names(c)
 	patches, err := nodepools.Patches(c)
 	if err != nil {
@@ -129,8 +129,8 @@ func NodesManifest(c *spec.Config, v versions.Version) (*kustomizev1.Kustomizati
 	return k, nil
 }
 
-func kustomization(c *spec.Config, name, path string) *kustomizev1.Kustomization {
-	// Validated as positive durations by spec.Load.
+func kustomization(c *config.Config, name, path string) *kustomizev1.Kustomization {
+	// Validated as positive durations by config.Load.
 	interval, _ := time.ParseDuration(c.Input.Flux.Interval)
 	timeout, _ := time.ParseDuration(c.Input.Flux.Timeout)
 	src := c.Delivery().FluxSource

@@ -5,8 +5,8 @@ import (
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/do-now/function-karpenter/internal/config"
 	"github.com/do-now/function-karpenter/internal/monitoring"
-	"github.com/do-now/function-karpenter/internal/spec"
 )
 
 // MonitoringKustomization is the composed resource name of the monitoring
@@ -14,14 +14,14 @@ import (
 const MonitoringKustomization resource.Name = "monitoring-kustomization"
 
 // MonitoringName is the name of a cluster's monitoring Kustomization.
-func MonitoringName(c *spec.Config) string {
-	return spec.KubernetesName(c.Spec.Cluster.Name) + "-karpenter-monitoring"
+func MonitoringName(c *config.Config) string {
+	return config.KubernetesName(c.Spec.Cluster.Name) + "-karpenter-monitoring"
 }
 
 // Monitoring returns the monitoring step: the Object carrying the
 // Kustomization of the monitoring base. The sequence has the step only
 // when the platform turns monitoring on.
-func Monitoring(c *spec.Config) (map[resource.Name]runtime.Object, error) {
+func Monitoring(c *config.Config) (map[resource.Name]runtime.Object, error) {
 	return inObject(c, MonitoringKustomization, MonitoringManifest(c))
 }
 
@@ -31,7 +31,7 @@ func Monitoring(c *spec.Config) (map[resource.Name]runtime.Object, error) {
 // controller's namespace into the PodMonitor. It depends on the
 // controller's, so the rules arrive with the metrics they read; the node
 // pools do not wait for it.
-func MonitoringManifest(c *spec.Config) *kustomizev1.Kustomization {
+func MonitoringManifest(c *config.Config) *kustomizev1.Kustomization {
 	controller, _ := Names(c)
 	m := c.Input.Monitoring
 	k := kustomization(c, MonitoringName(c), c.Input.Flux.MonitoringPath)

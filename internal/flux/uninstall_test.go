@@ -8,7 +8,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 	"sigs.k8s.io/yaml"
 
-	"github.com/do-now/function-karpenter/internal/spec"
+	"github.com/do-now/function-karpenter/internal/config"
 	"github.com/do-now/function-karpenter/internal/versions"
 )
 
@@ -70,7 +70,7 @@ func TestGracePeriodIsThePlatformsChoice(t *testing.T) {
 
 func ptr(s string) *string { return &s }
 
-func load(t *testing.T, grace, fluxTimeout string, perCluster bool) *spec.Config {
+func load(t *testing.T, grace, fluxTimeout string, perCluster bool) *config.Config {
 	t.Helper()
 	pools := map[string]any{"defaults": map[string]any{}}
 	if grace != "" {
@@ -89,7 +89,7 @@ func load(t *testing.T, grace, fluxTimeout string, perCluster bool) *spec.Config
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, errs := spec.Load(spec.Owner{Name: "platform"}, map[string]any{
+	c, errs := config.Load(config.Owner{Name: "platform"}, map[string]any{
 		"cluster":      map[string]any{"name": "prod-eu", "region": "eu-west-3"},
 		"nodeIdentity": map[string]any{"roleArn": "arn:aws:iam::111122223333:role/nodes", "instanceProfile": "nodes"},
 	}, s)

@@ -5,7 +5,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/do-now/function-karpenter/internal/cluster"
-	"github.com/do-now/function-karpenter/internal/spec"
+	"github.com/do-now/function-karpenter/internal/config"
 	"github.com/do-now/function-karpenter/internal/versions"
 )
 
@@ -59,7 +59,7 @@ type ControllerBlock struct {
 }
 
 // ControllerValues are the chart values of Karpenter v for a claim.
-func ControllerValues(c *spec.Config, v versions.Version) Values {
+func ControllerValues(c *config.Config, v versions.Version) Values {
 	selector := &metav1.LabelSelector{MatchLabels: ControllerLabels}
 	size := c.ControllerSize()
 	gates := v.Values(c.Gates())

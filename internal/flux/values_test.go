@@ -8,7 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/do-now/function-karpenter/internal/cluster"
-	"github.com/do-now/function-karpenter/internal/spec"
+	"github.com/do-now/function-karpenter/internal/config"
 	"github.com/do-now/function-karpenter/internal/versions"
 )
 
@@ -42,7 +42,7 @@ func allocatable(milliCPU, mib, maxPods int64) (int64, int64) {
 	return milliCPU - reserved, mib - (11*maxPods + 255) - 100
 }
 
-func loadSized(t *testing.T, clusterController map[string]any) *spec.Config {
+func loadSized(t *testing.T, clusterController map[string]any) *config.Config {
 	t.Helper()
 	cl := map[string]any{"name": "prod-eu", "account": "111122223333", "region": "eu-west-3",
 		"nodeIdentity": map[string]any{"roleArn": "arn:aws:iam::111122223333:role/nodes", "instanceProfile": "nodes"}}
@@ -53,7 +53,7 @@ func loadSized(t *testing.T, clusterController map[string]any) *spec.Config {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, errs := spec.Load(spec.Owner{Name: "platform"}, map[string]any{"cluster": map[string]any{"name": "prod-eu"}}, in)
+	c, errs := config.Load(config.Owner{Name: "platform"}, map[string]any{"cluster": map[string]any{"name": "prod-eu"}}, in)
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}

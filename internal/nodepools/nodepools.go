@@ -9,7 +9,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/do-now/function-karpenter/apis/v1alpha1"
-	"github.com/do-now/function-karpenter/internal/spec"
+	"github.com/do-now/function-karpenter/internal/config"
 )
 
 // Names of the pools, their NodePools and EC2NodeClasses in the base.
@@ -58,7 +58,7 @@ const (
 // Patches returns the node pools' patches over the base, in a stable order:
 // the private pool's, then the public pool's, or their deletion when the
 // claim turned the public pool off.
-func Patches(c *spec.Config) ([]kustomize.Patch, error) {
+func Patches(c *config.Config) ([]kustomize.Patch, error) {
 	var docs []any
 	docs = append(docs, pool(c, Private, c.Spec.Pools.Private), nodeClass(c, Private))
 	if c.PublicEnabled() {
@@ -79,7 +79,7 @@ func Patches(c *spec.Config) ([]kustomize.Patch, error) {
 	return patches, nil
 }
 
-func pool(c *spec.Config, name string, p v1alpha1.Pool) nodePool {
+func pool(c *config.Config, name string, p v1alpha1.Pool) nodePool {
 	ct := make([]string, len(p.CapacityTypes))
 	for i, v := range p.CapacityTypes {
 		ct[i] = string(v)
@@ -135,11 +135,11 @@ func pool(c *spec.Config, name string, p v1alpha1.Pool) nodePool {
 
 // Trace is what every node of a pool and its instance carry, as node labels
 // and as EC2 tags: the claim's namespace and name, the cluster and the pool.
-func Trace(c *spec.Config, pool string) map[string]string {
+func Trace(c *config.Config, pool string) map[string]string {
 	t := map[string]string{
-		ClaimLabel:        c.Owner.Name,
-		spec.ClusterLabel: spec.KubernetesName(c.Spec.Cluster.Name),
-		PoolLabel:         pool,
+		ClaimLabel:          c.Owner.Name,
+		config.ClusterLabel: config.KubernetesName(c.Spec.Cluster.Name),
+		PoolLabel:           pool,
 	}
 	if c.Owner.Namespace != "" {
 		t[TenantLabel] = c.Owner.Namespace
@@ -147,7 +147,7 @@ func Trace(c *spec.Config, pool string) map[string]string {
 	return t
 }
 
-func nodeClass(c *spec.Config, name string) ec2NodeClass {
+func nodeClass(c *config.Config, name string) ec2NodeClass {
 	cluster := c.Spec.Cluster.Name
 	n := c.Input.Nodes
 	p := c.Spec.Pools.Private
@@ -180,7 +180,7 @@ func nodeClass(c *spec.Config, name string) ec2NodeClass {
 			AssociatePublicIPAddress:   name == Public,
 			UserData:                   userData,
 			// AWS tags take the cluster's name as EKS spells it.
-			Tags:                             merge(c.Input.Tags, Trace(c, name), map[string]string{spec.ClusterLabel: cluster}),
+			Tags:                             merge(c.Input.Tags, Trace(c, name), map[string]string{config.ClusterLabel: cluster}),
 			CapacityReservationSelectorTerms: c.Pools.CapacityReservationSelectorTerms,
 			Kubelet:                          kl,
 		},
@@ -261,7 +261,7 @@ type LaunchShape struct {
 }
 
 // Launch is the launch shape of every pool of c.
-func Launch(c *spec.Config) LaunchShape {
+func Launch(c *config.Config) LaunchShape {
 	return LaunchShape{
 		HTTPEndpoint: "enabled", HTTPProtocolIPv6: "disabled", HTTPTokens: "required", HTTPPutResponseHopLimit: 1,
 		RootDevice: "/dev/xvda", VolumeType: "gp3", Encrypted: true, DeleteOnTermination: true,
@@ -270,7 +270,7 @@ func Launch(c *spec.Config) LaunchShape {
 }
 
 // Selections are the enabled pools' selections, the private pool first.
-func Selections(c *spec.Config) []Selection {
+func Selections(c *config.Config) []Selection {
 	pools := []struct {
 		name string
 		p    v1alpha1.Pool

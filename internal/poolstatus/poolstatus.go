@@ -21,8 +21,8 @@ import (
 
 	"github.com/do-now/function-karpenter/apis/v1alpha1"
 	"github.com/do-now/function-karpenter/internal/cluster"
+	"github.com/do-now/function-karpenter/internal/config"
 	"github.com/do-now/function-karpenter/internal/nodepools"
-	"github.com/do-now/function-karpenter/internal/spec"
 )
 
 // ConditionType says whether every pool is below the platform's
@@ -57,7 +57,7 @@ func NodeClassName(pool string) resource.Name { return resource.Name("observe-ec
 // for every NodeClaim using it, whose finalizer waits for its instance to
 // be terminated: the Object outlives every instance of its pool, with no
 // timeout, and package usage makes the controller outlive the Object.
-func Objects(c *spec.Config, observed map[resource.Name]resource.ObservedComposed) (map[resource.Name]runtime.Object, error) {
+func Objects(c *config.Config, observed map[resource.Name]resource.ObservedComposed) (map[resource.Name]runtime.Object, error) {
 	out := map[resource.Name]runtime.Object{}
 	for _, pool := range []string{nodepools.Private, nodepools.Public} {
 		for _, o := range []struct {
@@ -103,7 +103,7 @@ const (
 
 // Validated is what Karpenter's validation of the pools' EC2NodeClasses
 // says, from the observed classes' ValidationSucceeded conditions.
-func Validated(c *spec.Config, observed map[resource.Name]resource.ObservedComposed) Condition {
+func Validated(c *config.Config, observed map[resource.Name]resource.ObservedComposed) Condition {
 	var failed, unknown []string
 	known := false
 	for _, pool := range []string{nodepools.Private, nodepools.Public} {
@@ -165,8 +165,8 @@ type Condition struct {
 
 // Read is what the observed NodePools report, by pool, and the pools'
 // condition at the platform's near-limits ratio.
-func Read(c *spec.Config, observed map[resource.Name]resource.ObservedComposed) (map[string]v1alpha1.PoolStatus, Condition) {
-	ratio, _ := strconv.ParseFloat(c.Input.Monitoring.NearLimitsRatio, 64) // validated by spec.Load
+func Read(c *config.Config, observed map[resource.Name]resource.ObservedComposed) (map[string]v1alpha1.PoolStatus, Condition) {
+	ratio, _ := strconv.ParseFloat(c.Input.Monitoring.NearLimitsRatio, 64) // validated by config.Load
 	pools := map[string]v1alpha1.PoolStatus{}
 	var near, unknown []string
 	for _, pool := range []string{nodepools.Private, nodepools.Public} {

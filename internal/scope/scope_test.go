@@ -17,8 +17,8 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 
 	"github.com/do-now/function-karpenter/internal/awsres"
+	"github.com/do-now/function-karpenter/internal/config"
 	"github.com/do-now/function-karpenter/internal/scope"
-	"github.com/do-now/function-karpenter/internal/spec"
 )
 
 // namespacedTypes are provider-aws' own Go types of the namespaced kinds.
@@ -52,7 +52,7 @@ func TestNamespacedKindsKeepEveryField(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, errs := spec.Load(spec.Owner{Namespace: "team-a", Name: "karpenter"}, map[string]any{
+	c, errs := config.Load(config.Owner{Namespace: "team-a", Name: "karpenter"}, map[string]any{
 		"cluster":      map[string]any{"name": "prod-eu", "region": "eu-west-3"},
 		"nodeIdentity": map[string]any{"roleArn": "arn:aws:iam::111122223333:role/nodes", "instanceProfile": "nodes"},
 	}, in)

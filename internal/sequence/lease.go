@@ -9,7 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/do-now/function-karpenter/internal/cluster"
-	"github.com/do-now/function-karpenter/internal/spec"
+	"github.com/do-now/function-karpenter/internal/config"
 )
 
 // Lease is the composed resource by which an XR asks for its cluster. It is
@@ -31,7 +31,7 @@ const Lease resource.Name = "cluster-lease"
 const Settle = 10 * time.Second
 
 // LeaseObject builds c's lease.
-func LeaseObject(c *spec.Config) (runtime.Object, error) {
+func LeaseObject(c *config.Config) (runtime.Object, error) {
 	ns := &corev1.Namespace{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"}, ObjectMeta: metav1.ObjectMeta{Name: metav1.NamespaceSystem}}
 	o, err := cluster.Object(c, ns, nil)
 	if err != nil {
@@ -56,7 +56,7 @@ type Hold struct {
 // leaseStep is the first step: the XR's lease on its cluster. Until the XR
 // holds the cluster, every later step waits on it; once held, the lease only
 // observes, whatever it reports.
-func leaseStep(c *spec.Config, h Hold) Step {
+func leaseStep(c *config.Config, h Hold) Step {
 	s := Step{
 		Condition: ConditionHeld,
 		Build: func() (map[resource.Name]runtime.Object, error) {

@@ -9,9 +9,9 @@ import (
 
 	"github.com/do-now/function-karpenter/internal/awsres"
 	"github.com/do-now/function-karpenter/internal/cluster"
+	"github.com/do-now/function-karpenter/internal/config"
 	"github.com/do-now/function-karpenter/internal/flux"
 	"github.com/do-now/function-karpenter/internal/poolstatus"
-	"github.com/do-now/function-karpenter/internal/spec"
 	"github.com/do-now/function-karpenter/internal/versions"
 )
 
@@ -44,7 +44,7 @@ type Parts struct {
 // decided (step one always has the claim's version's policy, unless p
 // keeps another); observed is what exists. Every resource is built in the claim API's kinds and
 // composed as the XR's API composes it.
-func Steps(c *spec.Config, o awsres.Observed, p Parts, observed map[resource.Name]resource.ObservedComposed, h Hold) []Step {
+func Steps(c *config.Config, o awsres.Observed, p Parts, observed map[resource.Name]resource.ObservedComposed, h Hold) []Step {
 	steps := []Step{
 		leaseStep(c, h),
 		{
@@ -123,7 +123,7 @@ func Steps(c *spec.Config, o awsres.Observed, p Parts, observed map[resource.Nam
 // new Pod, and until that Pod succeeded the nodes' Kustomization, once it
 // exists, keeps the manifest it was observed with, as the controller keeps
 // its own while it waits for its permissions (internal/upgrade).
-func ProvenFirst(c *spec.Config, observed map[resource.Name]resource.ObservedComposed, p *Parts) {
+func ProvenFirst(c *config.Config, observed map[resource.Name]resource.ObservedComposed, p *Parts) {
 	nodes, exists := observed[flux.NodesKustomization]
 	if !exists {
 		return

@@ -8,12 +8,12 @@ import (
 
 	"github.com/do-now/function-karpenter/apis/v1alpha1"
 	"github.com/do-now/function-karpenter/internal/awsres"
-	"github.com/do-now/function-karpenter/internal/spec"
+	"github.com/do-now/function-karpenter/internal/config"
 )
 
 // Write sets the XR status from what AWS reported. Fields stay unset until
 // AWS has reported them, so a tenant never reads a guessed ARN.
-func Write(xr *composite.Unstructured, c *spec.Config, o awsres.Observed, pools map[string]v1alpha1.PoolStatus) error {
+func Write(xr *composite.Unstructured, c *config.Config, o awsres.Observed, pools map[string]v1alpha1.PoolStatus) error {
 	s := v1alpha1.XKarpenterStatus{RoleARN: o.RoleARN}
 	if len(pools) > 0 {
 		s.Pools = pools

@@ -11,9 +11,9 @@ import (
 
 	"github.com/do-now/function-karpenter/apis/input/v1beta1"
 	"github.com/do-now/function-karpenter/internal/awsres"
+	"github.com/do-now/function-karpenter/internal/config"
 	"github.com/do-now/function-karpenter/internal/scope"
 	"github.com/do-now/function-karpenter/internal/sequence"
-	"github.com/do-now/function-karpenter/internal/spec"
 )
 
 // Labels Crossplane sets on every composed resource.
@@ -31,7 +31,7 @@ func Requirement(api scope.API) string { return "cluster-controller-roles-" + ap
 // lease composed for c's cluster: one cluster holds one Karpenter,
 // whichever API asked for it. A namespaced one is looked for in every
 // namespace.
-func Requirements(c *spec.Config) map[string]*fnv1.ResourceSelector {
+func Requirements(c *config.Config) map[string]*fnv1.ResourceSelector {
 	out := make(map[string]*fnv1.ResourceSelector, 2*len(scope.APIs))
 	for _, api := range scope.APIs {
 		for name, what := range map[string]struct {
@@ -46,7 +46,7 @@ func Requirements(c *spec.Config) map[string]*fnv1.ResourceSelector {
 				ApiVersion: gv.String(),
 				Kind:       what.kind,
 				Match: &fnv1.ResourceSelector_MatchLabels{MatchLabels: &fnv1.MatchLabels{Labels: map[string]string{
-					spec.ClusterLabel:      spec.KubernetesName(c.Spec.Cluster.Name),
+					config.ClusterLabel:    config.KubernetesName(c.Spec.Cluster.Name),
 					sequence.ResourceLabel: string(what.resource),
 				}}},
 			}
@@ -62,7 +62,7 @@ func Requirements(c *spec.Config) map[string]*fnv1.ResourceSelector {
 // the cluster. Two XRs that composed a role before leases existed keep the
 // old rule: the older role holds. The holder is named only to the
 // namespaces the tenancy gives the cluster to.
-func Claimed(c *spec.Config, xr scope.XR, roles []resource.Required) *field.Error {
+func Claimed(c *config.Config, xr scope.XR, roles []resource.Required) *field.Error {
 	tc, _ := c.Tenant()
 	var own, holder *resource.Required
 	for i := range roles {
@@ -86,7 +86,7 @@ func Claimed(c *spec.Config, xr scope.XR, roles []resource.Required) *field.Erro
 
 // refusal refuses c's cluster, held by what holder was composed for, which
 // it names only to namespaces the tenancy gives the cluster to.
-func refusal(c *spec.Config, tc v1beta1.TenantCluster, holder *resource.Required) *field.Error {
+func refusal(c *config.Config, tc v1beta1.TenantCluster, holder *resource.Required) *field.Error {
 	by := ""
 	if ns := c.Owner.Namespace; ns == "" || slices.Contains(tc.Namespaces, ns) {
 		by = " by " + heldBy(holder)

@@ -8,9 +8,9 @@ import (
 	"github.com/crossplane/function-sdk-go/resource"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/do-now/function-karpenter/internal/config"
 	"github.com/do-now/function-karpenter/internal/scope"
 	"github.com/do-now/function-karpenter/internal/sequence"
-	"github.com/do-now/function-karpenter/internal/spec"
 )
 
 // IsLeaseRequirement tells whether a requirement Requirements names is one
@@ -37,7 +37,7 @@ func LeaseRequirement(api scope.API) string { return "cluster-leases-" + api.Key
 //
 // A refused XR composes nothing more; its lease stays, and it holds the
 // cluster once it is first (the holder deleted, its role gone).
-func Holds(c *spec.Config, xr scope.XR, roles, leases []resource.Required, observed map[resource.Name]resource.ObservedComposed, now time.Time) (sequence.Hold, *field.Error) {
+func Holds(c *config.Config, xr scope.XR, roles, leases []resource.Required, observed map[resource.Name]resource.ObservedComposed, now time.Time) (sequence.Hold, *field.Error) {
 	if err := Claimed(c, xr, roles); err != nil {
 		return sequence.Hold{}, err
 	}

@@ -12,19 +12,19 @@ import (
 
 	"github.com/do-now/function-karpenter/apis/input/v1beta1"
 	"github.com/do-now/function-karpenter/apis/v1alpha1"
+	"github.com/do-now/function-karpenter/internal/config"
 	"github.com/do-now/function-karpenter/internal/scope"
 	"github.com/do-now/function-karpenter/internal/sequence"
-	"github.com/do-now/function-karpenter/internal/spec"
 )
 
 var now = time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
 
 // config is team-a's claim for prod-eu, which the tenancy gives to team-a and
 // team-c.
-func config(namespace string) *spec.Config {
-	return &spec.Config{
+func configIn(namespace string) *config.Config {
+	return &config.Config{
 		Spec:  v1alpha1.XKarpenterSpec{Cluster: v1alpha1.Cluster{Name: "prod-eu"}},
-		Owner: spec.Owner{Namespace: namespace, Name: "karpenter"},
+		Owner: config.Owner{Namespace: namespace, Name: "karpenter"},
 		Input: v1beta1.Input{Tenancy: &v1beta1.Tenancy{Clusters: []v1beta1.TenantCluster{
 			{Name: "prod-eu", Namespaces: []string{"team-a", "team-c"}},
 		}}},
@@ -142,7 +142,7 @@ func TestHolds(t *testing.T) {
 			if ns == "" {
 				ns = "team-a"
 			}
-			h, err := Holds(config(ns), self, nil, tc.leases, tc.observed, now)
+			h, err := Holds(configIn(ns), self, nil, tc.leases, tc.observed, now)
 			switch {
 			case tc.refused != "":
 				if err == nil || !strings.Contains(err.Error(), tc.refused) {
@@ -169,8 +169,8 @@ func TestSameInstant(t *testing.T) {
 	lc := lease(c.Name, "", at)
 	lc.SetNamespace("team-c")
 	leases := required(la, lc)
-	ha, ea := Holds(config("team-a"), a, nil, leases, observing(la), now)
-	hc, ec := Holds(config("team-c"), c, nil, leases, observing(lc), now)
+	ha, ea := Holds(configIn("team-a"), a, nil, leases, observing(la), now)
+	hc, ec := Holds(configIn("team-c"), c, nil, leases, observing(lc), now)
 	if ha.Held == hc.Held || (ea == nil) == (ec == nil) {
 		t.Fatalf("want exactly one holder: team-a held %v (%v), team-c held %v (%v)", ha.Held, ea, hc.Held, ec)
 	}

@@ -11,8 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/do-now/function-karpenter/internal/config"
 	"github.com/do-now/function-karpenter/internal/scope"
-	"github.com/do-now/function-karpenter/internal/spec"
 )
 
 // Check refuses a claim from namespace for a cluster the platform has not
@@ -20,7 +20,7 @@ import (
 // other than the platform declares for the cluster. namespace is empty for
 // an XR created without a claim: such XRs are the platform's own and need
 // only a declared cluster.
-func Check(c *spec.Config, namespace string) field.ErrorList {
+func Check(c *config.Config, namespace string) field.ErrorList {
 	if c.Input.Tenancy == nil {
 		return field.ErrorList{field.Forbidden(field.NewPath("input", "tenancy"),
 			"no tenancy is declared, so no cluster may be claimed: list the clusters and the namespaces that may claim them")}

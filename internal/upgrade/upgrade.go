@@ -19,10 +19,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/do-now/function-karpenter/internal/awsres"
+	"github.com/do-now/function-karpenter/internal/config"
 	"github.com/do-now/function-karpenter/internal/flux"
 	"github.com/do-now/function-karpenter/internal/naming"
 	"github.com/do-now/function-karpenter/internal/sequence"
-	"github.com/do-now/function-karpenter/internal/spec"
 	"github.com/do-now/function-karpenter/internal/versions"
 )
 
@@ -51,7 +51,7 @@ type Plan struct {
 // is observed and the role policy counts unready; while the controller
 // does not yet run as desired, the role policy keeps the statements the
 // new one drops.
-func Decide(c *spec.Config, observed map[resource.Name]resource.ObservedComposed) (p Plan, _ *field.Error) {
+func Decide(c *config.Config, observed map[resource.Name]resource.ObservedComposed) (p Plan, _ *field.Error) {
 	path := field.NewPath("spec", "version")
 	to, err := versions.Get(string(c.Spec.Version))
 	if err != nil {
@@ -157,7 +157,7 @@ const (
 	pathPolicy   = "spec.forProvider.policy"
 )
 
-func permissions(c *spec.Config, to versions.Version, observed map[resource.Name]resource.ObservedComposed) (permissionOrder, error) {
+func permissions(c *config.Config, to versions.Version, observed map[resource.Name]resource.ObservedComposed) (permissionOrder, error) {
 	o := permissionOrder{keep: map[resource.Name]map[string]any{}, notReady: map[resource.Name]string{}}
 	ctrl, exists := observed[flux.ControllerKustomization]
 	o.controllerAt = func(v versions.Version) bool {
@@ -245,7 +245,7 @@ func chartVersion(chart string) string {
 
 // samePolicy tells whether two versions' controller policies are the same
 // document for c.
-func samePolicy(c *spec.Config, a, b string) (bool, error) {
+func samePolicy(c *config.Config, a, b string) (bool, error) {
 	pa, err := awsres.ControllerPolicyOf(c, a)
 	if err != nil {
 		return false, err

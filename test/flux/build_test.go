@@ -19,8 +19,8 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
+	"github.com/do-now/function-karpenter/internal/config"
 	"github.com/do-now/function-karpenter/internal/scope"
-	"github.com/do-now/function-karpenter/internal/spec"
 )
 
 // repoRoot is the checkout this module lives in, two levels up.
@@ -73,9 +73,9 @@ func (e edits) apply(t *testing.T, m map[string]any) {
 	}
 }
 
-// load runs spec.Load on the example XR's spec and the example
+// load runs config.Load on the example XR's spec and the example
 // Composition's function input, each with its edits applied.
-func load(t *testing.T, specEdits, inputEdits edits) *spec.Config {
+func load(t *testing.T, specEdits, inputEdits edits) *config.Config {
 	t.Helper()
 	var xr map[string]any
 	readYAML(t, filepath.Join(repoRoot, "examples", "xr.yaml"), &xr)
@@ -98,9 +98,9 @@ func load(t *testing.T, specEdits, inputEdits edits) *spec.Config {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, errs := spec.Load(spec.OwnerOf(xr, scope.Claim), xrSpec, in)
+	c, errs := config.Load(config.OwnerOf(xr, scope.Claim), xrSpec, in)
 	if len(errs) > 0 {
-		t.Fatalf("spec.Load refused the claim: %v", errs.ToAggregate())
+		t.Fatalf("config.Load refused the claim: %v", errs.ToAggregate())
 	}
 	return c
 }

@@ -21,8 +21,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/do-now/function-karpenter/internal/awsres"
+	"github.com/do-now/function-karpenter/internal/config"
 	"github.com/do-now/function-karpenter/internal/flux"
-	"github.com/do-now/function-karpenter/internal/spec"
 	"github.com/do-now/function-karpenter/internal/versions"
 )
 
@@ -277,7 +277,7 @@ func valuesReachTheDeployment(t *testing.T, v versions.Version) {
 }
 
 // version is the claim's Karpenter version, as internal/versions has it.
-func version(t *testing.T, c *spec.Config) versions.Version {
+func version(t *testing.T, c *config.Config) versions.Version {
 	t.Helper()
 	v, err := versions.Get(string(c.Spec.Version))
 	if err != nil {
@@ -288,7 +288,7 @@ func version(t *testing.T, c *spec.Config) versions.Version {
 
 // controllerKustomization is step four's Kustomization for a claim, as its
 // Object delivers it to the claimed cluster.
-func controllerKustomization(t *testing.T, c *spec.Config) *kustomizev1.Kustomization {
+func controllerKustomization(t *testing.T, c *config.Config) *kustomizev1.Kustomization {
 	t.Helper()
 	objs, err := flux.Controller(c, version(t, c))
 	if err != nil {

@@ -15,16 +15,16 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
+	"github.com/do-now/function-karpenter/internal/config"
 	"github.com/do-now/function-karpenter/internal/flux"
 	"github.com/do-now/function-karpenter/internal/monitoring"
-	"github.com/do-now/function-karpenter/internal/spec"
 	"github.com/do-now/function-karpenter/internal/versions"
 )
 
 // prometheusOperator carries the monitoring.coreos.com CRDs.
 var prometheusOperator = module{"github.com/prometheus-operator/prometheus-operator", "v0.85.0", "h1:M5xLCLEoaW2IJfnuCwFzzpL+jSVQu3KGT84Pye+fW8s="}
 
-func monitoringKustomization(t *testing.T, c *spec.Config) *kustomizev1.Kustomization {
+func monitoringKustomization(t *testing.T, c *config.Config) *kustomizev1.Kustomization {
 	t.Helper()
 	objs, err := flux.Monitoring(c)
 	if err != nil {
@@ -178,7 +178,7 @@ func TestMonitoringBuildsValidObjects(t *testing.T) {
 // checkScrapesTheController renders the controller's chart with the
 // example claim's values and checks the PodMonitor's selector picks its
 // pods and the port it scrapes is one the controller's container opens.
-func checkScrapesTheController(t *testing.T, c *spec.Config, selector map[string]string) {
+func checkScrapesTheController(t *testing.T, c *config.Config, selector map[string]string) {
 	t.Helper()
 	v, err := versions.Get(string(c.Spec.Version))
 	if err != nil {

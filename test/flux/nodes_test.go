@@ -19,9 +19,9 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/do-now/function-karpenter/internal/cluster"
+	"github.com/do-now/function-karpenter/internal/config"
 	"github.com/do-now/function-karpenter/internal/flux"
 	"github.com/do-now/function-karpenter/internal/nodepools"
-	"github.com/do-now/function-karpenter/internal/spec"
 	"github.com/do-now/function-karpenter/internal/versions"
 )
 
@@ -466,7 +466,7 @@ func buildsValidPools(t *testing.T, v versions.Version) {
 
 // nodesKustomization is step five's Kustomization for a claim, as its
 // Object delivers it to the claimed cluster.
-func nodesKustomization(t *testing.T, c *spec.Config) *kustomizev1.Kustomization {
+func nodesKustomization(t *testing.T, c *config.Config) *kustomizev1.Kustomization {
 	t.Helper()
 	objs, err := flux.Nodes(c, version(t, c))
 	if err != nil {
@@ -554,7 +554,7 @@ func keys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
 // the launch (nodepools.Launch) against the EC2NodeClass Flux applies,
 // whose metadata options and root volume Karpenter copies into its own
 // launch templates: the preflight asks with the EC2NodeClass's values.
-func checkLaunchShape(t *testing.T, c *spec.Config, nc ec2NodeClass) {
+func checkLaunchShape(t *testing.T, c *config.Config, nc ec2NodeClass) {
 	t.Helper()
 	l := nodepools.Launch(c)
 	m := nc.Spec.MetadataOptions

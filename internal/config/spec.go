@@ -2,7 +2,7 @@
 // and the platform's function input, fills defaults, and validates both into
 // field errors with paths, because the API server never validates function
 // input and a claim may predate a schema change.
-package spec
+package config
 
 import (
 	"bytes"
