@@ -28,14 +28,18 @@ build: ## Build the function binary.
 generate: $(CONTROLLER_GEN) ## Regenerate deepcopy, the XRD and the input CRD from apis/.
 	CONTROLLER_GEN=$(CONTROLLER_GEN) go generate ./apis/...
 
+.PHONY: docs-test
+docs-test: ## Every relative link and anchor of the README and docs/, and every alert's runbook_url, resolves.
+	go run ./hack/linkcheck -repo https://github.com/do-now/function-karpenter/blob/main/ README.md docs examples/gitops/monitoring/prometheusrule.yaml
+
 .PHONY: check-generated
 check-generated: generate ## Fail when the committed generated files differ from apis/.
-	@if [ -n "$$(git status --porcelain -- apis package examples/gitops/monitoring)" ]; then \
+	@if [ -n "$$(git status --porcelain -- apis package examples/gitops/monitoring docs/reference.md)" ]; then \
 	  echo "generated files are stale or hand-edited; run make generate and commit:" >&2; \
-	  git status --porcelain -- apis package examples/gitops/monitoring >&2; git --no-pager diff -- apis package examples/gitops/monitoring | head -50 >&2; exit 1; fi
+	  git status --porcelain -- apis package examples/gitops/monitoring docs/reference.md >&2; git --no-pager diff -- apis package examples/gitops/monitoring docs/reference.md | head -50 >&2; exit 1; fi
 
 .PHONY: test
-test: check-generated unit fuzz render-test package-test flux-test e2e-test ## Run every test.
+test: check-generated docs-test unit fuzz render-test package-test flux-test e2e-test ## Run every test.
 
 .PHONY: unit
 unit: ## Unit and multi-reconcile tests.

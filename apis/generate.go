@@ -12,3 +12,4 @@ package apis
 //go:generate go run ../hack/compositiongen -in composition.yaml -out composition-namespaced.yaml -name karpenter.platform.m.socle.do-now.io -composite-api-version platform.m.socle.do-now.io/v1alpha1 -composite-kind Karpenter
 //go:generate cp ../.cache/generated/karpenter.fn.socle.do-now.io_inputs.yaml ../package/input/karpenter.fn.socle.do-now.io_inputs.yaml
 //go:generate go run ../hack/monitoringgen -out ../examples/gitops/monitoring
+//go:generate go run ../hack/refgen -xrd definition.yaml -input ../package/input/karpenter.fn.socle.do-now.io_inputs.yaml -render ../examples/render/8-all-ready.yaml -out ../docs/reference.md

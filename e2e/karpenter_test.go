@@ -108,7 +108,7 @@ func forEachAPIAtOnce(t *testing.T, scenario func(*testing.T, *api)) {
 	}
 }
 
-// The composed resource names of each step (API: see the README), and the condition that
+// The composed resource names of each step (API: see docs/design.md), and the condition that
 // reports the step. A step's resources appear in rounds: step three's ServiceAccount and
 // access-check Pod live in the namespace, so their Objects are composed only once the
 // namespace's Object is Ready. A step beside the others (the monitoring) holds no later step

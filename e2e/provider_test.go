@@ -645,7 +645,7 @@ func (f *fakeProvider) remoteObject(o *unstructured.Unstructured, manifest map[s
 }
 
 // nodesKustomization is the composition resource name of the Object whose Kustomization applies
-// the NodePools (API: see the README).
+// the NodePools (API: see docs/design.md).
 const nodesKustomization = "nodes-kustomization"
 
 // observeOnly tells whether an Object only observes its manifest while it lives: its

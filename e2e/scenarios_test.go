@@ -19,7 +19,7 @@ import (
 
 // How long Crossplane gets to react to one change. A reconcile takes well under a second on
 // loopback, but Crossplane (v2.4.2 as v2.2.1) soon stops reacting to watch events for this XR
-// (its circuit breaker opens; see the README) and then reconciles on the function's TTL: 2s
+// (its circuit breaker opens; see docs/testing.md) and then reconciles on the function's TTL: 2s
 // right after a step's resources changed, up to 30s while they wait, a minute once everything is
 // Ready. The margin is for a loaded CI machine.
 const react = 2 * time.Minute

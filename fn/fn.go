@@ -216,7 +216,7 @@ func (f *Function) compose(req *fnv1.RunFunctionRequest) (rsp *fnv1.RunFunctionR
 	}
 	if changed := sequence.KindChanges(observed, out.Desired, usages); len(changed) > 0 {
 		err := errors.Errorf("refusing %s %q: Crossplane cannot change the kind of a composed resource: %s; "+
-			"orphan and delete the old ones as README \"Upgrading\" says, and the claim goes on",
+			"orphan and delete the old ones as docs/operating.md \"Upgrading an existing installation\" says, and the claim goes on",
 			oxr.Resource.GetKind(), oxr.Resource.GetName(), strings.Join(changed, "; "))
 		log.Info("refusing XR", "error", err.Error())
 		refuse(rsp, oxr, ReasonRefused, err)

@@ -653,7 +653,7 @@ func checkRefusalShown(t *testing.T, rsp *fnv1.RunFunctionResponse, reason, msg 
 // and a Usage they use still in Crossplane's cluster, under names the
 // function now composes as other kinds, the claim is refused, naming each,
 // and nothing is composed or dropped until the platform has let them go
-// (README "Upgrading").
+// (docs/operating.md "Upgrading an existing installation").
 func TestLegacyKustomizationsStopTheClaim(t *testing.T) {
 	aws := fakeProviders{t: t, account: account}
 	var observed map[resource.Name]map[string]any
@@ -679,7 +679,7 @@ func TestLegacyKustomizationsStopTheClaim(t *testing.T) {
 		"controller-kustomization: Kustomization flux-system/prod-eu-karpenter-controller (kustomize.toolkit.fluxcd.io) is now composed as Object (kubernetes.crossplane.io)",
 		"nodes-kustomization: Kustomization flux-system/prod-eu-karpenter-nodes (kustomize.toolkit.fluxcd.io) is now composed as Object (kubernetes.crossplane.io)",
 		"usage-controller-kustomization-before-controller-role: Usage flux-system/xr-usage-1 (protection.crossplane.io) is now composed as ClusterUsage (protection.crossplane.io)",
-		`README "Upgrading"`,
+		`docs/operating.md "Upgrading an existing installation"`,
 	} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("fatal message %q does not say %q", msg, want)

@@ -23,7 +23,7 @@ import (
 type Check struct {
 	Name     string
 	ExitCode int
-	// Proves is what a pass means, as the README lists it.
+	// Proves is what a pass means, as docs/operating.md lists it.
 	Proves string
 }
 

@@ -53,10 +53,10 @@ const (
 	AlertUnschedulablePods    = "KarpenterPodsUnschedulable"
 )
 
-// RunbookBase is where every rule's runbook_url points: the README's
-// section on the alerts, one heading per alert (its name, lower-cased, is
-// the anchor; test/flux holds every anchor against the README).
-const RunbookBase = "https://github.com/do-now/function-karpenter/blob/main/README.md#"
+// RunbookBase is where every rule's runbook_url points: the runbooks in
+// docs/operating.md, one heading per alert (its name, lower-cased, is the
+// anchor; make docs-test resolves every runbook_url in the generated rules).
+const RunbookBase = "https://github.com/do-now/function-karpenter/blob/main/docs/operating.md#"
 
 // Severities: critical pages (something costs money or stops every
 // launch now), warning tickets.

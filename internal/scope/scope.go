@@ -22,7 +22,7 @@ import (
 
 // An API is one of the platform's APIs and the kinds it composes.
 type API struct {
-	// Name is how messages and the README call it.
+	// Name is how messages and the docs call it.
 	Name string
 	// Key is a short stable name, part of the names the function gives
 	// Crossplane (its requirements).

@@ -13,7 +13,7 @@ import (
 // would apply the new kind under the old object's name and leave the old
 // object running beside it, or delete it with what it manages. The
 // function refuses such an XR until the platform has let the old objects
-// go (README "Upgrading").
+// go (docs/operating.md "Upgrading an existing installation").
 func KindChanges(observed map[resource.Name]resource.ObservedComposed, built ...map[resource.Name]*resource.DesiredComposed) []string {
 	var out []string
 	for _, b := range built {

@@ -3,8 +3,8 @@
 // for statement (with what a feature gate adds), the chart version, where
 // the version's CRDs and nearest chart come from for validation, the chart
 // values keys that differ, and which versions it may be upgraded from.
-// Adding a version is an entry here plus its tests (README "Adding a
-// Karpenter version"); nothing else in the code names a version.
+// Adding a version is an entry here plus its tests (docs/platform.md,
+// "Adding a version"); nothing else in the code names a version.
 package versions
 
 import (

@@ -64,7 +64,7 @@ func valuesReachTheDeployment(t *testing.T, v versions.Version) {
 	if _, known := v.Gates[versions.RebootForRepair]; known {
 		reboot = "NodeClassCEL=false,DRANVIDIAGPU=false,DRAEFA=false,RebootForRepair=true"
 	}
-	// The platform's defaults, which fit the system floor (README "The
+	// The platform's defaults, which fit the system floor (docs/platform.md "The
 	// system floor"): requests of 500m and 512Mi, limits of 1 CPU and 1Gi.
 	floor := corev1.ResourceRequirements{
 		Requests: corev1.ResourceList{"cpu": resource.MustParse("500m"), "memory": resource.MustParse("512Mi")},
