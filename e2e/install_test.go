@@ -25,50 +25,49 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/restmapper"
+
+	"github.com/do-now/function-karpenter/internal/scope"
 )
 
 var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 
-// providerAWSCRDs are the provider-aws v2.5.0 CRDs of every kind the function composes, in both
-// scopes: cluster-scoped *.aws.upbound.io for the claim's XR, namespaced *.aws.m.upbound.io for
-// the namespaced XR. The function asks Crossplane for the controller Roles of both scopes for
-// either API (one Karpenter per cluster), so a claim needs the namespaced Role's CRD too. And the
-// provider configs those managed resources name, which the fake provider reads as the real one
-// does: the cluster-scoped ProviderConfig, and the namespaced kinds' ClusterProviderConfig and
-// (namespaced, a tenant could create one) ProviderConfig.
-var providerAWSCRDs = []string{
-	"iam.aws.upbound.io_roles.yaml",
-	"iam.aws.upbound.io_rolepolicies.yaml",
-	"sqs.aws.upbound.io_queues.yaml",
-	"sqs.aws.upbound.io_queuepolicies.yaml",
-	"cloudwatchevents.aws.upbound.io_rules.yaml",
-	"cloudwatchevents.aws.upbound.io_targets.yaml",
-	"eks.aws.upbound.io_podidentityassociations.yaml",
-	"eks.aws.upbound.io_clusters.yaml",
-	"aws.upbound.io_providerconfigs.yaml",
-	"iam.aws.m.upbound.io_roles.yaml",
-	"iam.aws.m.upbound.io_rolepolicies.yaml",
-	"sqs.aws.m.upbound.io_queues.yaml",
-	"sqs.aws.m.upbound.io_queuepolicies.yaml",
-	"cloudwatchevents.aws.m.upbound.io_rules.yaml",
-	"cloudwatchevents.aws.m.upbound.io_targets.yaml",
-	"eks.aws.m.upbound.io_podidentityassociations.yaml",
-	"eks.aws.m.upbound.io_clusters.yaml",
-	"aws.m.upbound.io_clusterproviderconfigs.yaml",
-	"aws.m.upbound.io_providerconfigs.yaml",
-}
-
-// providerKubernetesCRDs are the provider-kubernetes v1.3.1 CRDs of what the function composes
-// (the cluster-scoped Object for the claim's XR, the namespaced one for the namespaced XR) and
-// what an Object names: the ProviderConfig, and for the namespaced Object the
-// ClusterProviderConfig, or the namespaced ProviderConfig a tenant could create.
-var providerKubernetesCRDs = []string{
-	"kubernetes.crossplane.io_objects.yaml",
-	"kubernetes.crossplane.io_providerconfigs.yaml",
-	"kubernetes.m.crossplane.io_objects.yaml",
-	"kubernetes.m.crossplane.io_clusterproviderconfigs.yaml",
-	"kubernetes.m.crossplane.io_providerconfigs.yaml",
-}
+// providerAWSCRDs are the provider-aws v2.5.0 CRDs of every kind the function composes in both
+// APIs (internal/scope): cluster-scoped *.aws.upbound.io for the claim's XR, namespaced
+// *.aws.m.upbound.io for the namespaced XR. The function asks Crossplane for the controller Roles
+// of both scopes for either API (one Karpenter per cluster), so a claim needs the namespaced
+// Role's CRD too. And the provider configs those managed resources name, which the fake provider
+// reads as the real one does: the cluster-scoped ProviderConfig, and the namespaced kinds'
+// ClusterProviderConfig and (namespaced, a tenant could create one) ProviderConfig.
+// providerKubernetesCRDs likewise: provider-kubernetes v1.3.1's Object in both scopes and what an
+// Object names.
+var providerAWSCRDs, providerKubernetesCRDs = func() (aws, kubernetes []string) {
+	configs := map[string]bool{}
+	for _, k := range composedKinds {
+		if k.configs == "" {
+			continue // a Usage: Crossplane's own
+		}
+		file := k.gvr.Group + "_" + k.gvr.Resource + ".yaml"
+		if k.kind == scope.ObjectKind {
+			kubernetes = append(kubernetes, file)
+		} else {
+			aws = append(aws, file)
+		}
+		if configs[k.configs] {
+			continue
+		}
+		configs[k.configs] = true
+		names := []string{k.configs + "_providerconfigs.yaml"}
+		if k.namespaced {
+			names = append(names, k.configs+"_clusterproviderconfigs.yaml")
+		}
+		if k.kind == scope.ObjectKind {
+			kubernetes = append(kubernetes, names...)
+		} else {
+			aws = append(aws, names...)
+		}
+	}
+	return aws, kubernetes
+}()
 
 // readObjects decodes every document of a YAML stream.
 func readObjects(path string) ([]*unstructured.Unstructured, error) {

@@ -23,6 +23,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
+
+	"github.com/do-now/function-karpenter/internal/scope"
 )
 
 // Labels and annotations Crossplane puts on every composed resource.
@@ -54,32 +56,34 @@ type composedKind struct {
 
 func (k composedKind) apiVersion() string { return k.gvr.GroupVersion().String() }
 
-// The kinds of both APIs: provider-aws' managed resources, provider-kubernetes' Object (step
-// three's Namespace, ServiceAccount and access-check Pod, the three Flux Kustomizations and the
-// pools' observe-only NodePools, applied to or read from the claimed cluster through the provider
-// config it names), and Crossplane's Usages.
-var composedKinds = []composedKind{
-	{gvr("iam.aws.upbound.io", "v1beta1", "roles"), "Role", false, providerFinalizer, "aws.upbound.io"},
-	{gvr("iam.aws.upbound.io", "v1beta1", "rolepolicies"), "RolePolicy", false, providerFinalizer, "aws.upbound.io"},
-	{gvr("sqs.aws.upbound.io", "v1beta1", "queues"), "Queue", false, providerFinalizer, "aws.upbound.io"},
-	{gvr("sqs.aws.upbound.io", "v1beta1", "queuepolicies"), "QueuePolicy", false, providerFinalizer, "aws.upbound.io"},
-	{gvr("cloudwatchevents.aws.upbound.io", "v1beta1", "rules"), "Rule", false, providerFinalizer, "aws.upbound.io"},
-	{gvr("cloudwatchevents.aws.upbound.io", "v1beta1", "targets"), "Target", false, providerFinalizer, "aws.upbound.io"},
-	{gvr("eks.aws.upbound.io", "v1beta1", "podidentityassociations"), "PodIdentityAssociation", false, providerFinalizer, "aws.upbound.io"},
-	{gvr("eks.aws.upbound.io", "v1beta1", "clusters"), "Cluster", false, providerFinalizer, "aws.upbound.io"},
-	{gvr("kubernetes.crossplane.io", "v1alpha2", "objects"), "Object", false, providerFinalizer, "kubernetes.crossplane.io"},
-	{gvr("protection.crossplane.io", "v1beta1", "clusterusages"), "ClusterUsage", false, "", ""},
+// composedKinds are the kinds of both APIs: every kind the function's builders make, as each API
+// composes it (internal/scope: provider-aws' managed resources, provider-kubernetes' Object,
+// which carries step three's Namespace, ServiceAccount and access-check Pod, the three Flux
+// Kustomizations and the pools' observers to the claimed cluster through the provider config it
+// names), and Crossplane's Usages.
+var composedKinds = func() []composedKind {
+	var out []composedKind
+	for _, a := range scope.APIs {
+		for _, k := range a.Kinds() {
+			gv, _ := schema.ParseGroupVersion(k.APIVersion)
+			out = append(out, composedKind{gv.WithResource(k.Resource), k.Kind, a.Namespaced, providerFinalizer, configsGroup(k)})
+		}
+	}
+	return append(out,
+		composedKind{gvr("protection.crossplane.io", "v1beta1", "clusterusages"), "ClusterUsage", false, "", ""},
+		composedKind{gvr("protection.crossplane.io", "v1beta1", "usages"), "Usage", true, "", ""})
+}()
 
-	{gvr("iam.aws.m.upbound.io", "v1beta1", "roles"), "Role", true, providerFinalizer, "aws.m.upbound.io"},
-	{gvr("iam.aws.m.upbound.io", "v1beta1", "rolepolicies"), "RolePolicy", true, providerFinalizer, "aws.m.upbound.io"},
-	{gvr("sqs.aws.m.upbound.io", "v1beta1", "queues"), "Queue", true, providerFinalizer, "aws.m.upbound.io"},
-	{gvr("sqs.aws.m.upbound.io", "v1beta1", "queuepolicies"), "QueuePolicy", true, providerFinalizer, "aws.m.upbound.io"},
-	{gvr("cloudwatchevents.aws.m.upbound.io", "v1beta1", "rules"), "Rule", true, providerFinalizer, "aws.m.upbound.io"},
-	{gvr("cloudwatchevents.aws.m.upbound.io", "v1beta1", "targets"), "Target", true, providerFinalizer, "aws.m.upbound.io"},
-	{gvr("eks.aws.m.upbound.io", "v1beta1", "podidentityassociations"), "PodIdentityAssociation", true, providerFinalizer, "aws.m.upbound.io"},
-	{gvr("eks.aws.m.upbound.io", "v1beta1", "clusters"), "Cluster", true, providerFinalizer, "aws.m.upbound.io"},
-	{gvr("kubernetes.m.crossplane.io", "v1alpha1", "objects"), "Object", true, providerFinalizer, "kubernetes.m.crossplane.io"},
-	{gvr("protection.crossplane.io", "v1beta1", "usages"), "Usage", true, "", ""},
+// configsGroup is the group of the provider configs a kind's provider reads: provider-kubernetes'
+// Object's own group; provider-aws' family group (aws.upbound.io, aws.m.upbound.io) for every
+// service group under it.
+func configsGroup(k scope.Kind) string {
+	gv, _ := schema.ParseGroupVersion(k.APIVersion)
+	if k.Kind == scope.ObjectKind {
+		return gv.Group
+	}
+	_, family, _ := strings.Cut(gv.Group, ".")
+	return family
 }
 
 func gvr(group, version, resource string) schema.GroupVersionResource {

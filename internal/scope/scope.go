@@ -14,6 +14,14 @@ import (
 	"strings"
 
 	"github.com/crossplane/function-sdk-go/resource/composed"
+	events "github.com/upbound/provider-aws/v2/apis/cluster/cloudwatchevents/v1beta1"
+	eks "github.com/upbound/provider-aws/v2/apis/cluster/eks/v1beta1"
+	iam "github.com/upbound/provider-aws/v2/apis/cluster/iam/v1beta1"
+	sqs "github.com/upbound/provider-aws/v2/apis/cluster/sqs/v1beta1"
+	mEvents "github.com/upbound/provider-aws/v2/apis/namespaced/cloudwatchevents/v1beta1"
+	mEKS "github.com/upbound/provider-aws/v2/apis/namespaced/eks/v1beta1"
+	mIAM "github.com/upbound/provider-aws/v2/apis/namespaced/iam/v1beta1"
+	mSQS "github.com/upbound/provider-aws/v2/apis/namespaced/sqs/v1beta1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -53,14 +61,56 @@ type API struct {
 }
 
 // The apiVersions the builders make: provider-aws' cluster-scoped managed
-// resources and provider-kubernetes' cluster-scoped Object.
-const (
-	IAM        = "iam.aws.upbound.io/v1beta1"
-	SQS        = "sqs.aws.upbound.io/v1beta1"
-	Events     = "cloudwatchevents.aws.upbound.io/v1beta1"
-	EKS        = "eks.aws.upbound.io/v1beta1"
-	Kubernetes = "kubernetes.crossplane.io/v1alpha2"
+// resources, as its Go types spell them, and provider-kubernetes'
+// cluster-scoped Object (whose Go module the function does not import: it
+// would pull a newer crossplane-runtime than function-sdk-go v0.6.1's; the
+// render tests validate every Object against its CRD).
+var (
+	IAM    = iam.CRDGroupVersion.String()
+	SQS    = sqs.CRDGroupVersion.String()
+	Events = events.CRDGroupVersion.String()
+	EKS    = eks.CRDGroupVersion.String()
 )
+
+// Kubernetes is provider-kubernetes' cluster-scoped Object's apiVersion.
+const Kubernetes = "kubernetes.crossplane.io/v1alpha2"
+
+// A Kind is one kind the builders make, as the claim API composes it, with
+// its resource (the plural its CRD is named by).
+type Kind struct {
+	APIVersion, Kind, Resource string
+}
+
+// Built are every kind the builders make: the one list the tests read the
+// CRDs and watches they need from.
+var Built = []Kind{
+	{IAM, iam.Role_Kind, "roles"},
+	{IAM, iam.RolePolicy_Kind, "rolepolicies"},
+	{SQS, sqs.Queue_Kind, "queues"},
+	{SQS, sqs.QueuePolicy_Kind, "queuepolicies"},
+	{Events, events.Rule_Kind, "rules"},
+	{Events, events.Target_Kind, "targets"},
+	{EKS, eks.PodIdentityAssociation_Kind, "podidentityassociations"},
+	{EKS, eks.Cluster_Kind, "clusters"},
+	{Kubernetes, ObjectKind, "objects"},
+}
+
+// Kinds are the kinds this API composes, in Built's order.
+func (a API) Kinds() []Kind {
+	out := make([]Kind, 0, len(Built))
+	for _, k := range Built {
+		gv, _ := a.GroupVersion(k.APIVersion) // every built apiVersion is composed: TestEveryBuiltKindComposed
+		out = append(out, Kind{APIVersion: gv.String(), Kind: k.Kind, Resource: k.Resource})
+	}
+	return out
+}
+
+// CRDFile is the name the provider's package gives the kind's CRD file:
+// <group>_<resource>.yaml.
+func (k Kind) CRDFile() string {
+	gv, _ := schema.ParseGroupVersion(k.APIVersion)
+	return gv.Group + "_" + k.Resource + ".yaml"
+}
 
 // ObjectKind is provider-kubernetes' Object, in either API.
 const ObjectKind = "Object"
@@ -92,10 +142,10 @@ var (
 		XR:         schema.GroupVersionKind{Group: v1alpha1.NamespacedGroup, Version: v1alpha1.Version, Kind: v1alpha1.NamespacedKind},
 		Namespaced: true,
 		Composes: map[string]string{
-			IAM:        "iam.aws.m.upbound.io/v1beta1",
-			SQS:        "sqs.aws.m.upbound.io/v1beta1",
-			Events:     "cloudwatchevents.aws.m.upbound.io/v1beta1",
-			EKS:        "eks.aws.m.upbound.io/v1beta1",
+			IAM:        mIAM.CRDGroupVersion.String(),
+			SQS:        mSQS.CRDGroupVersion.String(),
+			Events:     mEvents.CRDGroupVersion.String(),
+			EKS:        mEKS.CRDGroupVersion.String(),
 			Kubernetes: "kubernetes.m.crossplane.io/v1alpha1",
 		},
 		ProviderConfigKind: "ClusterProviderConfig",

@@ -133,3 +133,20 @@ func TestOf(t *testing.T) {
 		t.Error("a namespaced XR without a namespace was read; want an error")
 	}
 }
+
+// TestEveryBuiltKindComposed: each API composes every kind the builders
+// make, under its own apiVersion, and names its CRD as the providers'
+// packages do.
+func TestEveryBuiltKindComposed(t *testing.T) {
+	for _, a := range scope.APIs {
+		for _, k := range scope.Built {
+			if _, err := a.GroupVersion(k.APIVersion); err != nil {
+				t.Errorf("%s: %v", a.Name, err)
+			}
+		}
+	}
+	got := scope.Namespaced.Kinds()[0].CRDFile()
+	if got != "iam.aws.m.upbound.io_roles.yaml" {
+		t.Errorf("the namespaced Role's CRD file is %q", got)
+	}
+}

@@ -27,6 +27,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"sigs.k8s.io/yaml"
+
+	"github.com/do-now/function-karpenter/internal/scope"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in examples/render/")
@@ -75,33 +77,21 @@ func renderSteps(t *testing.T, root string, e example) []string {
 	return steps
 }
 
-// The provider-aws CRDs of every kind the function composes, cluster-scoped
-// for the claim API and namespaced (.m.) for the namespaced XR.
-var providerCRDs = []string{
-	"iam.aws.upbound.io_roles.yaml",
-	"iam.aws.upbound.io_rolepolicies.yaml",
-	"sqs.aws.upbound.io_queues.yaml",
-	"sqs.aws.upbound.io_queuepolicies.yaml",
-	"cloudwatchevents.aws.upbound.io_rules.yaml",
-	"cloudwatchevents.aws.upbound.io_targets.yaml",
-	"eks.aws.upbound.io_podidentityassociations.yaml",
-	"eks.aws.upbound.io_clusters.yaml",
-	"iam.aws.m.upbound.io_roles.yaml",
-	"iam.aws.m.upbound.io_rolepolicies.yaml",
-	"sqs.aws.m.upbound.io_queues.yaml",
-	"sqs.aws.m.upbound.io_queuepolicies.yaml",
-	"cloudwatchevents.aws.m.upbound.io_rules.yaml",
-	"cloudwatchevents.aws.m.upbound.io_targets.yaml",
-	"eks.aws.m.upbound.io_podidentityassociations.yaml",
-	"eks.aws.m.upbound.io_clusters.yaml",
-}
-
-// The provider-kubernetes CRDs (PROVIDER_KUBERNETES_CRDS) of the Object that
-// carries step three's objects, in both scopes; what it carries is
-// validated against k8sSchemas.
-var kubernetesCRDs = []string{
-	"kubernetes.crossplane.io_objects.yaml",
-	"kubernetes.m.crossplane.io_objects.yaml",
+// composedCRDs are the CRD files of every kind the function composes in
+// both APIs (internal/scope): provider-aws' (PROVIDER_AWS_CRDS) and
+// provider-kubernetes' Object (PROVIDER_KUBERNETES_CRDS), whose manifests
+// are validated against k8sSchemas.
+func composedCRDs() (aws, kubernetes []string) {
+	for _, a := range scope.APIs {
+		for _, k := range a.Kinds() {
+			if k.Kind == scope.ObjectKind {
+				kubernetes = append(kubernetes, k.CRDFile())
+			} else {
+				aws = append(aws, k.CRDFile())
+			}
+		}
+	}
+	return aws, kubernetes
 }
 
 // The Flux CRDs (FLUX_KUSTOMIZE_CRDS) of every Flux kind the function composes.
@@ -135,8 +125,9 @@ func extensionsDir(t *testing.T, root, tmp string) string {
 	if err := os.MkdirAll(extensions, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	awsCRDs, kubernetesCRDs := composedCRDs()
 	for dir, files := range map[string][]string{
-		env(t, "PROVIDER_AWS_CRDS"):        providerCRDs,
+		env(t, "PROVIDER_AWS_CRDS"):        awsCRDs,
 		env(t, "PROVIDER_KUBERNETES_CRDS"): kubernetesCRDs,
 		env(t, "FLUX_KUSTOMIZE_CRDS"):      fluxCRDs,
 		env(t, "K8S_SCHEMAS"):              k8sSchemas,
