@@ -109,7 +109,7 @@ func defaultNodes() nodes {
 		tags:                map[string]string{"managed-by": "crossplane", "platform": "socle"},
 		// PRODUCT.md §5: 720h expiry, a 20% budget.
 		expireAfter:            "720h",
-		terminationGracePeriod: "1h",
+		terminationGracePeriod: "", // unset by default: the patch writes null
 		budget:                 "20%",
 		// The example platform runs the Amazon VPC CNI, pods on ENI
 		// addresses: Karpenter's ENI-based max pods stands.
