@@ -656,7 +656,10 @@ const nodesKustomization = "nodes-kustomization"
 // managementPolicies hold neither Create nor Update nor * ([Observe], or [Observe, Delete]).
 func observeOnly(u *unstructured.Unstructured) bool {
 	policies, found, _ := unstructured.NestedStringSlice(u.Object, "spec", "managementPolicies")
-	return found && !slices.ContainsFunc(policies, func(p string) bool { return p == "*" || p == "Create" || p == "Update" })
+	if !found {
+		policies = nil // unset: the default ["*"]
+	}
+	return !scope.AppliesManifest(policies)
 }
 
 // classHeld tells whether a deleted Object observing an EC2NodeClass is still held: its

@@ -52,8 +52,11 @@ func main() {
 }
 
 var (
-	mdLink = regexp.MustCompile(`\]\(([^)\s]+)\)`)
-	fence  = regexp.MustCompile("^\\s*```")
+	mdLink    = regexp.MustCompile(`\]\(([^)\s]+)\)`)
+	fence     = regexp.MustCompile("^\\s*```")
+	codeSpan  = regexp.MustCompile("`[^`]*`")
+	heading   = regexp.MustCompile(`^#{1,6}\s+(.*?)\s*#*\s*$`)
+	notAnchor = regexp.MustCompile(`[^\p{L}\p{N} _-]`)
 )
 
 // links are the links of file f to check: in Markdown, every link outside
@@ -66,9 +69,10 @@ func links(f, repo string) []string {
 	}
 	var out []string
 	inFence := false
+	repoURL := regexp.MustCompile(regexp.QuoteMeta(repo) + `[^\s"')>]+`)
 	for _, line := range strings.Split(string(b), "\n") {
 		if repo != "" {
-			for _, m := range regexp.MustCompile(regexp.QuoteMeta(repo)+`[^\s"')>]+`).FindAllString(line, -1) {
+			for _, m := range repoURL.FindAllString(line, -1) {
 				out = append(out, "/"+strings.TrimPrefix(m, repo))
 			}
 		}
@@ -93,7 +97,7 @@ func links(f, repo string) []string {
 
 // stripCode drops inline code spans, where brackets are not links.
 func stripCode(line string) string {
-	return regexp.MustCompile("`[^`]*`").ReplaceAllString(line, "")
+	return codeSpan.ReplaceAllString(line, "")
 }
 
 // resolve checks one link of file from.
@@ -140,11 +144,11 @@ func Anchors(doc string) map[string]bool {
 			inFence = !inFence
 			continue
 		}
-		m := regexp.MustCompile(`^#{1,6}\s+(.*?)\s*#*\s*$`).FindStringSubmatch(line)
+		m := heading.FindStringSubmatch(line)
 		if inFence || m == nil {
 			continue
 		}
-		a := regexp.MustCompile(`[^\p{L}\p{N} _-]`).ReplaceAllString(strings.ToLower(m[1]), "")
+		a := notAnchor.ReplaceAllString(strings.ToLower(m[1]), "")
 		a = strings.ReplaceAll(a, " ", "-")
 		if n := seen[a]; n > 0 {
 			out[fmt.Sprintf("%s-%d", a, n)] = true

@@ -215,12 +215,15 @@ func validatePoolsInput(p *field.Path, in v1beta1.Pools) field.ErrorList {
 			errs = append(errs, field.Invalid(p.Child("minMemory"), m, "must be a quantity in whole Mi, above 0 and at most 1Ti, such as 8Gi"))
 		}
 	}
-	for name, m := range map[string]v1beta1.MaxLimits{"maxLimits": in.MaxLimits, "maxClusterLimits": in.MaxClusterLimits} {
-		if v := m.CPU; v != "" {
-			errs = append(errs, validateQuantity(p.Child(name, "cpu"), v, MaxPoolCPU)...)
+	for _, ceiling := range []struct {
+		name string
+		m    v1beta1.MaxLimits
+	}{{"maxLimits", in.MaxLimits}, {"maxClusterLimits", in.MaxClusterLimits}} {
+		if v := ceiling.m.CPU; v != "" {
+			errs = append(errs, validateQuantity(p.Child(ceiling.name, "cpu"), v, MaxPoolCPU)...)
 		}
-		if v := m.Memory; v != "" {
-			errs = append(errs, validateQuantity(p.Child(name, "memory"), v, MaxPoolMemory)...)
+		if v := ceiling.m.Memory; v != "" {
+			errs = append(errs, validateQuantity(p.Child(ceiling.name, "memory"), v, MaxPoolMemory)...)
 		}
 	}
 	if v := in.MinConsolidateAfter; v != "" {

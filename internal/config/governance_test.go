@@ -389,10 +389,41 @@ func TestPoolPolicyInvalid(t *testing.T) {
 			input:  map[string]any{"pools": map[string]any{"kubeletMaxPods": -1}},
 			want:   []errorID{{field.ErrorTypeInvalid, "input.pools.kubeletMaxPods"}},
 		},
+		"ReservationTagsEmpty": {
+			reason: "Every empty tag of a reservation term is named; Go walks the tags in no fixed order, the refusal reads the same anyway.",
+			input: map[string]any{"pools": map[string]any{"capacityReservationSelectorTerms": []any{
+				map[string]any{"tags": map[string]any{"a": "", "b": "", "c": "", "d": ""}},
+			}}},
+			want: []errorID{
+				{field.ErrorTypeInvalid, "input.pools.capacityReservationSelectorTerms[0].tags[a]"},
+				{field.ErrorTypeInvalid, "input.pools.capacityReservationSelectorTerms[0].tags[b]"},
+				{field.ErrorTypeInvalid, "input.pools.capacityReservationSelectorTerms[0].tags[c]"},
+				{field.ErrorTypeInvalid, "input.pools.capacityReservationSelectorTerms[0].tags[d]"},
+			},
+		},
+		"BothCeilingsInvalid": {
+			reason: "A bad pool ceiling and a bad cluster ceiling are each named, in one order on every call.",
+			input: map[string]any{"pools": map[string]any{
+				"maxLimits":        map[string]any{"cpu": "lots"},
+				"maxClusterLimits": map[string]any{"cpu": "-1", "memory": "99Ti"},
+			}},
+			want: []errorID{
+				{field.ErrorTypeInvalid, "input.pools.maxClusterLimits.cpu"},
+				{field.ErrorTypeInvalid, "input.pools.maxClusterLimits.memory"},
+				{field.ErrorTypeInvalid, "input.pools.maxLimits.cpu"},
+			},
+		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			_, errs := Load(owner, xr(), input(tc.input))
+			// Twenty loads: an order that hangs on map iteration shows.
+			for range 20 {
+				_, again := Load(owner, xr(), input(tc.input))
+				if diff := cmp.Diff(errs.ToAggregate().Error(), again.ToAggregate().Error()); diff != "" {
+					t.Fatalf("\n%s\nLoad(...) errors differ between two calls:\n%s", tc.reason, diff)
+				}
+			}
 			if diff := cmp.Diff(tc.want, ids(errs)); diff != "" {
 				t.Errorf("\n%s\nLoad(...): -want, +got:\n%s\n(errors: %v)", tc.reason, diff, errs)
 			}

@@ -6,6 +6,7 @@ package config
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"regexp"
@@ -133,7 +134,7 @@ func Load(owner Owner, xrSpec map[string]any, in *structpb.Struct) (*Config, fie
 	errs := decodeSpec(xrSpec, &c.Spec)
 	errs = append(errs, decodeInput(in, &c.Input)...)
 	if len(errs) > 0 {
-		return nil, errs
+		return nil, ordered(errs)
 	}
 	platformFacts(c)
 	errs = append(errs, validatePoolPolicy(c)...)
@@ -142,7 +143,7 @@ func Load(owner Owner, xrSpec map[string]any, in *structpb.Struct) (*Config, fie
 	if len(errs) > 0 {
 		// The tenant's pools are checked against the policy: not before
 		// it is valid.
-		return nil, errs
+		return nil, ordered(errs)
 	}
 	defaults(c)
 	errs = append(errs, validateOwner(owner)...)
@@ -151,11 +152,11 @@ func Load(owner Owner, xrSpec map[string]any, in *structpb.Struct) (*Config, fie
 	errs = append(errs, validateCluster(c.Input)...)
 	errs = append(errs, validatePools(c)...)
 	if len(errs) > 0 {
-		return nil, errs
+		return nil, ordered(errs)
 	}
 	c.Names = naming.For(c.Spec.Cluster.Name, c.Input.IAMPathPrefix)
 	if errs := c.Names.Check(field.NewPath("spec", "cluster", "name")); len(errs) > 0 {
-		return nil, errs
+		return nil, ordered(errs)
 	}
 	return c, nil
 }
@@ -386,4 +387,15 @@ func validTagKey(k string) bool {
 
 func validTagValue(v string) bool {
 	return utf8.RuneCountInString(v) <= 256 && tagCharacter.MatchString(v)
+}
+
+// ordered sorts a refusal's errors by field path, then by type and detail.
+// Several validators walk maps, whose order Go randomises, and a refusal
+// must read the same on every call: it is the answer Crossplane shows and
+// the function caches.
+func ordered(errs field.ErrorList) field.ErrorList {
+	slices.SortStableFunc(errs, func(a, b *field.Error) int {
+		return cmp.Or(strings.Compare(a.Field, b.Field), strings.Compare(string(a.Type), string(b.Type)), strings.Compare(a.Detail, b.Detail))
+	})
+	return errs
 }

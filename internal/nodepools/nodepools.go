@@ -18,6 +18,10 @@ const (
 	Public  = "public"
 )
 
+// Pools are the two pools, in the order everything that goes over them
+// takes.
+var Pools = []string{Private, Public}
+
 // Labels, taints and tags the pools carry.
 const (
 	PoolLabel = "socle.do-now.io/node-pool"

@@ -59,7 +59,7 @@ func NodeClassName(pool string) resource.Name { return resource.Name("observe-ec
 // timeout, and package usage makes the controller outlive the Object.
 func Objects(c *config.Config, observed map[resource.Name]resource.ObservedComposed) (map[resource.Name]runtime.Object, error) {
 	out := map[resource.Name]runtime.Object{}
-	for _, pool := range []string{nodepools.Private, nodepools.Public} {
+	for _, pool := range nodepools.Pools {
 		for _, o := range []struct {
 			name             resource.Name
 			apiVersion, kind string
@@ -106,7 +106,7 @@ const (
 func Validated(c *config.Config, observed map[resource.Name]resource.ObservedComposed) Condition {
 	var failed, unknown []string
 	known := false
-	for _, pool := range []string{nodepools.Private, nodepools.Public} {
+	for _, pool := range nodepools.Pools {
 		if pool == nodepools.Public && !c.PublicEnabled() {
 			continue
 		}
@@ -169,7 +169,7 @@ func Read(c *config.Config, observed map[resource.Name]resource.ObservedComposed
 	ratio, _ := strconv.ParseFloat(c.Input.Monitoring.NearLimitsRatio, 64) // validated by config.Load
 	pools := map[string]v1alpha1.PoolStatus{}
 	var near, unknown []string
-	for _, pool := range []string{nodepools.Private, nodepools.Public} {
+	for _, pool := range nodepools.Pools {
 		if pool == nodepools.Public && !c.PublicEnabled() {
 			continue
 		}

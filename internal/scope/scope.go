@@ -112,6 +112,18 @@ func (k Kind) CRDFile() string {
 	return gv.Group + "_" + k.Resource + ".yaml"
 }
 
+// AppliesManifest tells whether a provider-kubernetes Object with these
+// managementPolicies creates or updates its manifest in the claimed
+// cluster. nil is unset, the default ["*"]; an Object whose policies hold
+// neither *, Create nor Update ([Observe], [Observe, Delete], or [] which
+// pauses it) only reads its manifest (crossplane-runtime v2.4.0
+// pkg/reconciler/managed/policies.go).
+func AppliesManifest(policies []string) bool {
+	return policies == nil || slices.ContainsFunc(policies, func(p string) bool {
+		return p == "*" || p == "Create" || p == "Update"
+	})
+}
+
 // ObjectKind is provider-kubernetes' Object, in either API.
 const ObjectKind = "Object"
 

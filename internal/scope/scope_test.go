@@ -150,3 +150,26 @@ func TestEveryBuiltKindComposed(t *testing.T) {
 		t.Errorf("the namespaced Role's CRD file is %q", got)
 	}
 }
+
+// TestAppliesManifest holds the management policy sets crossplane-runtime
+// v2.4.0 supports (pkg/reconciler/managed/policies.go) against whether the
+// Object writes its manifest: the tests validate what is written, and the
+// e2e fake creates only that.
+func TestAppliesManifest(t *testing.T) {
+	for _, tc := range []struct {
+		policies []string
+		want     bool
+	}{
+		{nil, true}, // unset: ["*"]
+		{[]string{"*"}, true},
+		{[]string{"Observe", "Create", "Update", "LateInitialize", "Delete"}, true},
+		{[]string{"Observe", "Update"}, true},
+		{[]string{"Observe"}, false},
+		{[]string{"Observe", "Delete"}, false},
+		{[]string{}, false}, // paused
+	} {
+		if got := scope.AppliesManifest(tc.policies); got != tc.want {
+			t.Errorf("AppliesManifest(%q) = %v, want %v", tc.policies, got, tc.want)
+		}
+	}
+}

@@ -53,7 +53,7 @@ type Edge struct {
 // Edges is the deletion order of everything the function composes.
 func Edges() []Edge {
 	edges := []Edge{{By: flux.NodesKustomization, Of: flux.ControllerKustomization}}
-	for _, pool := range []string{nodepools.Private, nodepools.Public} {
+	for _, pool := range nodepools.Pools {
 		edges = append(edges, Edge{By: poolstatus.NodeClassName(pool), Of: flux.ControllerKustomization})
 	}
 	held := []resource.Name{

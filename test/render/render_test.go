@@ -319,10 +319,7 @@ func validatable(t *testing.T, rendered []byte) []byte {
 		// The manifest of an Object that neither creates nor updates (an
 		// observer, which may delete) only names what it observes: nothing
 		// of it is applied, so there is nothing to validate.
-		applies := len(o.Spec.ManagementPolicies) == 0 || slices.ContainsFunc(o.Spec.ManagementPolicies, func(p string) bool {
-			return p == "*" || p == "Create" || p == "Update"
-		})
-		if o.Kind == "Object" && applies && (strings.HasPrefix(o.APIVersion, "kubernetes.crossplane.io/") || strings.HasPrefix(o.APIVersion, "kubernetes.m.crossplane.io/")) {
+		if o.Kind == "Object" && scope.AppliesManifest(o.Spec.ManagementPolicies) && (strings.HasPrefix(o.APIVersion, "kubernetes.crossplane.io/") || strings.HasPrefix(o.APIVersion, "kubernetes.m.crossplane.io/")) {
 			m, err := yaml.Marshal(o.Spec.ForProvider.Manifest)
 			if err != nil {
 				t.Fatal(err)
