@@ -93,7 +93,8 @@ func Rules(ratio, namespace string) PrometheusRule {
 		},
 		{
 			Alert: AlertNoLeader,
-			// controller-runtime's leader gauge (v0.23.1
+			// controller-runtime's leader gauge (v0.24.1, the version Karpenter
+			// 1.15.0's go.mod requires:
 			// pkg/metrics/leaderelection.go): 1 on the leader, 0 once a
 			// replica lost the lease; Karpenter's controllers run on the
 			// leader alone.
