@@ -262,6 +262,13 @@ func TestPoolBounds(t *testing.T) {
 			want: []string{`spec.pools: Invalid value: "cpu 250": the pools' cpu limits add up to 250 (150 + 100), ` +
 				`above the platform's ceiling 200 for cluster "prod-eu" (pools.maxClusterLimits.cpu)`},
 		},
+		"PoolsOverClusterCeilingByAMillicore": {
+			reason: "Limits in other units add up exactly: 150 CPU and 50001m are one millicore over the ceiling.",
+			spec: xr(with("pools.private.limits", map[string]any{"cpu": "150", "memory": "100Gi"}),
+				with("pools.public.limits", map[string]any{"cpu": "50001m", "memory": "100Gi"})),
+			want: []string{`spec.pools: Invalid value: "cpu 200001m": the pools' cpu limits add up to 200001m (150 + 50001m), ` +
+				`above the platform's ceiling 200 for cluster "prod-eu" (pools.maxClusterLimits.cpu)`},
+		},
 		"PoolsOverTheClustersOwnCeiling": {
 			reason: "The cluster's own maxClusterLimits wins; the public pool's default limits count.",
 			spec:   xr(with("pools.private.limits", map[string]any{"cpu": "10", "memory": "200Gi"})),
@@ -471,5 +478,20 @@ func TestOwnerLabels(t *testing.T) {
 	}
 	if _, errs := Load(Owner{Name: "platform-xr"}, xr(), nil); len(errs) > 0 {
 		t.Errorf("an XR without a claim: %v", errs)
+	}
+}
+
+// TestPoolsAtTheClusterCeiling: pools adding up exactly to the cluster's
+// ceiling pass, and a disabled public pool counts for nothing.
+func TestPoolsAtTheClusterCeiling(t *testing.T) {
+	for _, spec := range []map[string]any{
+		xr(with("pools.private.limits", map[string]any{"cpu": "150", "memory": "600Gi"}),
+			with("pools.public.limits", map[string]any{"cpu": "50", "memory": "200Gi"})),
+		xr(with("pools.private.limits", map[string]any{"cpu": "200", "memory": "800Gi"}),
+			with("pools.public.enabled", false)),
+	} {
+		if _, errs := Load(owner, spec, nil); len(errs) > 0 {
+			t.Errorf("pools at the cluster's ceiling refused: %v", errs)
+		}
 	}
 }
