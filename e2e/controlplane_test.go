@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
@@ -210,14 +211,14 @@ func (c *controlPlane) report(failed bool) {
 	if !failed {
 		return
 	}
-	entries, _ := os.ReadDir(c.logDir)
-	for _, e := range entries {
-		if strings.HasSuffix(e.Name(), "-audit.log") {
-			continue
+	// Every process's log, a claimed cluster's (in a folder of its own) too.
+	_ = filepath.WalkDir(c.logDir, func(path string, e fs.DirEntry, err error) error {
+		if err != nil || e.IsDir() || strings.HasSuffix(e.Name(), "-audit.log") {
+			return nil
 		}
-		path := filepath.Join(c.logDir, e.Name())
 		fmt.Printf("\n===== %s (last 40 lines) =====\n%s\n", path, tail(path, 40))
-	}
+		return nil
+	})
 }
 
 // waitFor polls cond every 100ms until it is true or timeout passes. An error from cond ends

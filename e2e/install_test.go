@@ -38,8 +38,8 @@ var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version:
 // Role's CRD too. And the provider configs those managed resources name, which the fake provider
 // reads as the real one does: the cluster-scoped ProviderConfig, and the namespaced kinds'
 // ClusterProviderConfig and (namespaced, a tenant could create one) ProviderConfig.
-// providerKubernetesCRDs likewise: provider-kubernetes v1.3.1's Object in both scopes and what an
-// Object names.
+// providerKubernetesCRDs likewise: provider-kubernetes v1.3.1's Object in both scopes, what an
+// Object names, and where the provider records that it does.
 var providerAWSCRDs, providerKubernetesCRDs = func() (aws, kubernetes []string) {
 	configs := map[string]bool{}
 	for _, k := range composedKinds {
@@ -61,7 +61,10 @@ var providerAWSCRDs, providerKubernetesCRDs = func() (aws, kubernetes []string) 
 			names = append(names, k.configs+"_clusterproviderconfigs.yaml")
 		}
 		if k.kind == scope.ObjectKind {
-			kubernetes = append(kubernetes, names...)
+			// The real provider-kubernetes (TestRealProviderKubernetes) records each Object's use
+			// of its provider config in a ProviderConfigUsage of the config's group, and fails
+			// to connect without that CRD.
+			kubernetes = append(kubernetes, append(names, k.configs+"_providerconfigusages.yaml")...)
 		} else {
 			aws = append(aws, names...)
 		}

@@ -1,10 +1,10 @@
 # hack/e2e.mk: the end-to-end tests' control plane and the target that runs them. Included by the
 # main Makefile after hack/tools.mk.
 #
-# etcd, kube-apiserver, kube-controller-manager and Crossplane core are built from the Go module
-# proxy through wrapper modules under e2e/tools/<name>/ (go.mod and go.sum committed, never tidied
-# here: `go build` runs with -mod=readonly and fails loudly if a sum is missing). Binaries are
-# cached under $(E2E_BIN) with the version in their name and rebuilt only when missing: after
+# etcd, kube-apiserver, kube-controller-manager, Crossplane core and provider-kubernetes are built
+# from the Go module proxy through wrapper modules under e2e/tools/<name>/ (go.mod and go.sum
+# committed, never tidied here: `go build` runs with -mod=readonly and fails loudly if a sum is
+# missing). Binaries are cached under $(E2E_BIN) with the version in their name and rebuilt only when missing: after
 # bumping a version in a wrapper's go.mod, bump the matching *_VERSION below too (the recipe
 # refuses to build a binary whose name disagrees with the wrapper's go.mod).
 
@@ -18,12 +18,18 @@ E2E_TOOLS_DIR := $(CURDIR)/e2e/tools
 E2E_ETCD_VERSION := v3.6.5
 E2E_KUBERNETES_VERSION := v1.35.4
 E2E_CROSSPLANE_VERSION := v2.4.2
+# The newest provider-kubernetes the module proxy lets us build: v1.4.0 and v1.4.1 need
+# crossplane-runtime v2.5.0-rc.0.0.20260922181840-9d02af3667a0 (refused by the proxy; v2.4.0
+# lacks controller.Options.Groups, which their cmd/provider sets). The hub's provider-kubernetes
+# CRDs are this version's too (hack/tools.mk).
+E2E_PROVIDER_KUBERNETES_VERSION := v1.3.1
 
 E2E_ETCD := $(E2E_BIN)/etcd-$(E2E_ETCD_VERSION)
 E2E_KUBE_APISERVER := $(E2E_BIN)/kube-apiserver-$(E2E_KUBERNETES_VERSION)
 E2E_KUBE_CONTROLLER_MANAGER := $(E2E_BIN)/kube-controller-manager-$(E2E_KUBERNETES_VERSION)
 E2E_CROSSPLANE := $(E2E_BIN)/crossplane-core-$(E2E_CROSSPLANE_VERSION)
-E2E_BINARIES := $(E2E_ETCD) $(E2E_KUBE_APISERVER) $(E2E_KUBE_CONTROLLER_MANAGER) $(E2E_CROSSPLANE)
+E2E_PROVIDER_KUBERNETES := $(E2E_BIN)/provider-kubernetes-$(E2E_PROVIDER_KUBERNETES_VERSION)
+E2E_BINARIES := $(E2E_ETCD) $(E2E_KUBE_APISERVER) $(E2E_KUBE_CONTROLLER_MANAGER) $(E2E_CROSSPLANE) $(E2E_PROVIDER_KUBERNETES)
 
 # kubectl and clients parse the server's version; an unstamped build reports v0.0.0-master.
 E2E_KUBE_LDFLAGS := -X k8s.io/component-base/version.gitVersion=$(E2E_KUBERNETES_VERSION) \
@@ -53,6 +59,9 @@ $(E2E_KUBE_CONTROLLER_MANAGER):
 $(E2E_CROSSPLANE):
 	$(call e2e-build,crossplane,github.com/crossplane/crossplane/v2,$(E2E_CROSSPLANE_VERSION),github.com/crossplane/crossplane/v2/cmd/crossplane,-X github.com/crossplane/crossplane/v2/internal/version.version=$(E2E_CROSSPLANE_VERSION))
 
+$(E2E_PROVIDER_KUBERNETES):
+	$(call e2e-build,provider-kubernetes,github.com/crossplane-contrib/provider-kubernetes,$(E2E_PROVIDER_KUBERNETES_VERSION),github.com/crossplane-contrib/provider-kubernetes/cmd/provider)
+
 .PHONY: e2e-tools
 e2e-tools: $(E2E_BINARIES) ## Build the end-to-end control plane binaries (cached by version).
 
@@ -60,21 +69,30 @@ e2e-tools: $(E2E_BINARIES) ## Build the end-to-end control plane binaries (cache
 # The function is rebuilt from the working tree every run (Go's build cache makes that cheap).
 # The CRDs come from module zips, located in the Go module cache (downloaded if missing):
 # provider-aws at the version the main go.mod requires, provider-kubernetes at the version
-# hack/tools.mk names, Crossplane's from its wrapper module. No Flux CRD: the Kustomizations go
-# to the claimed cluster inside provider-kubernetes Objects.
+# hack/tools.mk names, Crossplane's from its wrapper module. Crossplane's cluster holds no Flux
+# CRD (the Kustomizations go to the claimed clusters inside provider-kubernetes Objects); the
+# claimed clusters of TestRealProviderKubernetes hold Flux's Kustomization CRD and Karpenter's.
 E2E_FUNCTION := $(CACHE)/e2e/function
+# A claimed cluster holds Karpenter's CRDs of the version the platform installs by default (the
+# newest the function knows). Its go.mod asks for Go 1.26.11: go mod download verifies and caches
+# the zip, then refuses to extract it and exits non-zero; the suite reads the zip in place.
+E2E_KARPENTER_MODULE := github.com/aws/karpenter-provider-aws@v1.15.2
+E2E_KARPENTER_ZIP = $(eval E2E_KARPENTER_ZIP := $$(shell cd $(TOOLS_DIR)/k8sschemas && \
+  GOFLAGS=-mod=mod go mod download -json $(E2E_KARPENTER_MODULE) 2>/dev/null | sed -n 's/.*"Zip": "\(.*\)".*/\1/p'))$(E2E_KARPENTER_ZIP)
 E2E_TIMEOUT ?= 45m
 # Parallel subtests (refusals, one API per cluster) wait on the control plane, not on a CPU:
 # go test's default, GOMAXPROCS, would run two at a time on a small CI machine.
 E2E_PARALLEL ?= 16
 
 .PHONY: e2e-test
-e2e-test: $(E2E_BINARIES) provider-aws-crds provider-kubernetes-crds ## End-to-end tests against a real API server and Crossplane on loopback.
+e2e-test: $(E2E_BINARIES) provider-aws-crds provider-kubernetes-crds flux-crds ## End-to-end tests against a real API server and Crossplane on loopback.
 	CGO_ENABLED=0 go build -o $(E2E_FUNCTION) ./fn
 	@xp=$$(cd $(E2E_TOOLS_DIR)/crossplane && go mod download github.com/crossplane/crossplane/v2 && \
 	    go list -m -f '{{.Dir}}' github.com/crossplane/crossplane/v2) && test -n "$$xp" || exit 1; \
 	cd e2e && E2E_ETCD=$(E2E_ETCD) E2E_KUBE_APISERVER=$(E2E_KUBE_APISERVER) \
 	  E2E_KUBE_CONTROLLER_MANAGER=$(E2E_KUBE_CONTROLLER_MANAGER) E2E_CROSSPLANE=$(E2E_CROSSPLANE) \
+	  E2E_PROVIDER_KUBERNETES=$(E2E_PROVIDER_KUBERNETES) E2E_FLUX_KUSTOMIZE_CRDS=$(FLUX_KUSTOMIZE_CRDS) \
+	  E2E_KARPENTER_ZIP=$(E2E_KARPENTER_ZIP) E2E_KARPENTER_MODULE=$(E2E_KARPENTER_MODULE) \
 	  E2E_FUNCTION=$(E2E_FUNCTION) E2E_PROVIDER_AWS_CRDS=$(PROVIDER_AWS_CRDS) \
 	  E2E_PROVIDER_KUBERNETES_CRDS=$(PROVIDER_KUBERNETES_CRDS) \
 	  E2E_CROSSPLANE_CRDS="$$xp/cluster/crds" \

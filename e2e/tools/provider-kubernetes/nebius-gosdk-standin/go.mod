@@ -1,0 +1,3 @@
+module github.com/nebius/gosdk
+
+go 1.26
