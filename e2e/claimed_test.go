@@ -326,11 +326,9 @@ func testRealProviderKubernetes(t *testing.T, c *karpenter, claimed *claimedClus
 	c.waitCondition("Ready", "True", 3*time.Minute)
 
 	resources, _ := c.composed()
-	var applied []string
-	for name, o := range resources {
-		if k, _ := kindOf(o); k.kind != "Object" || observeOnly(o) {
-			continue
-		}
+	applied := appliedObjects(resources)
+	for _, name := range applied {
+		o := resources[name]
 		remote, err := claimed.remote(ctx, o)
 		if err != nil || remote == nil {
 			t.Errorf("%s: the claimed cluster %s holds no %s (%v)", name, claimed.name, o.GetName(), err)
@@ -340,21 +338,29 @@ func testRealProviderKubernetes(t *testing.T, c *karpenter, claimed *claimedClus
 		if uid != string(remote.GetUID()) {
 			t.Errorf("%s: status.atProvider.manifest is not the claimed cluster's object: uid %q, the cluster's %q", name, uid, remote.GetUID())
 		}
-		applied = append(applied, name)
 	}
-	slices.Sort(applied)
 	t.Logf("Ready; applied to %s by provider-kubernetes and observed back: %s", claimed.name, strings.Join(applied, ", "))
 	if cond := c.condition(poolsCondition); cond == nil || cond["status"] != "Unknown" {
 		t.Errorf("with no NodePool in the claimed cluster, %s must be Unknown, got %v", poolsCondition, cond)
 	}
 
 	c.deleteAndWait()
-	for name, o := range resources {
-		if k, _ := kindOf(o); k.kind != "Object" || observeOnly(o) {
-			continue
-		}
-		if remote, err := claimed.remote(ctx, o); err != nil || remote != nil {
+	for _, name := range applied {
+		if remote, err := claimed.remote(ctx, resources[name]); err != nil || remote != nil {
 			t.Errorf("uninstalled, the claimed cluster %s still holds %s's object (%v)", claimed.name, name, err)
 		}
 	}
+}
+
+// appliedObjects are the names, sorted, of the Objects among resources that apply their manifest
+// to the claimed cluster (not the observe-only ones).
+func appliedObjects(resources map[string]*unstructured.Unstructured) []string {
+	var names []string
+	for name, o := range resources {
+		if k, _ := kindOf(o); k.kind == "Object" && !observeOnly(o) {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	return names
 }
