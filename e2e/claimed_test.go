@@ -115,15 +115,19 @@ func claimedCRDs(dir string) ([]string, error) {
 }
 
 // connect writes the claimed cluster's admin kubeconfig into the Secret the hub's provider
-// configs for it name (installDelivery: <providerConfig>-cluster, key kubeconfig).
-func (c *claimedCluster) connect(ctx context.Context, providerConfig string) error {
+// configs for it name (installDelivery).
+func (c *claimedCluster) connect(ctx context.Context) error {
+	secret, ok := cp.kubeconfigSecrets[c.name]
+	if !ok {
+		return fmt.Errorf("the tenancy declares no cluster %q", c.name)
+	}
 	b, err := os.ReadFile(c.kubeconfig)
 	if err != nil {
 		return err
 	}
 	return cp.apply(ctx, &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "v1", "kind": "Secret",
-		"metadata":   map[string]any{"name": providerConfig + "-cluster", "namespace": "crossplane-system"},
+		"metadata":   map[string]any{"name": secret, "namespace": "crossplane-system"},
 		"stringData": map[string]any{"kubeconfig": string(b)},
 	}})
 }
@@ -281,7 +285,7 @@ func TestRealProviderKubernetes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := c.connect(ctx, name); err != nil {
+		if err := c.connect(ctx); err != nil {
 			t.Fatal(err)
 		}
 		go c.standIns(ctx)

@@ -60,7 +60,10 @@ type controlPlane struct {
 	mapper     *restmapper.DeferredDiscoveryRESTMapper
 
 	functionAddr string
-	timings      []string
+	// kubeconfigSecrets: for each cluster the tenancy declares, the Secret in crossplane-system
+	// (key kubeconfig) its provider-kubernetes configs name (installDelivery).
+	kubeconfigSecrets map[string]string
+	timings           []string
 }
 
 func (c *controlPlane) timed(what string, start time.Time) {

@@ -490,10 +490,12 @@ func (c *controlPlane) installDelivery(ctx context.Context, repo string) ([]stri
 		}}
 	}
 	var made []string
+	c.kubeconfigSecrets = map[string]string{}
 	for _, cl := range clusters {
+		c.kubeconfigSecrets[cl.name] = cl.providerConfig + "-cluster"
 		for _, u := range []*unstructured.Unstructured{
-			config("kubernetes.crossplane.io/v1alpha1", "ProviderConfig", cl.providerConfig, secret(cl.providerConfig+"-cluster", "kubeconfig")),
-			config("kubernetes.m.crossplane.io/v1alpha1", "ClusterProviderConfig", cl.providerConfig, secret(cl.providerConfig+"-cluster", "kubeconfig")),
+			config("kubernetes.crossplane.io/v1alpha1", "ProviderConfig", cl.providerConfig, secret(c.kubeconfigSecrets[cl.name], "kubeconfig")),
+			config("kubernetes.m.crossplane.io/v1alpha1", "ClusterProviderConfig", cl.providerConfig, secret(c.kubeconfigSecrets[cl.name], "kubeconfig")),
 		} {
 			if err := c.apply(ctx, u); err != nil {
 				return nil, err

@@ -18,8 +18,9 @@ import (
 var cp *controlPlane
 
 // fake plays provider-aws, provider-kubernetes and the claimed clusters (their Kubernetes and
-// their Flux) for the whole run (finalizers on creation, releases on deletion); tests drive
-// readiness through it.
+// their Flux) for the whole run (finalizers on creation, releases on deletion), but for
+// provider-kubernetes while TestRealProviderKubernetes runs the real one; tests drive readiness
+// through it.
 var fake *fakeProvider
 
 func TestMain(m *testing.M) {

@@ -4,9 +4,9 @@
 # etcd, kube-apiserver, kube-controller-manager, Crossplane core and provider-kubernetes are built
 # from the Go module proxy through wrapper modules under e2e/tools/<name>/ (go.mod and go.sum
 # committed, never tidied here: `go build` runs with -mod=readonly and fails loudly if a sum is
-# missing). Binaries are cached under $(E2E_BIN) with the version in their name and rebuilt only when missing: after
-# bumping a version in a wrapper's go.mod, bump the matching *_VERSION below too (the recipe
-# refuses to build a binary whose name disagrees with the wrapper's go.mod).
+# missing). Binaries are cached under $(E2E_BIN) with the version in their name and rebuilt only
+# when missing: after bumping a version in a wrapper's go.mod, bump the matching *_VERSION below
+# too (the recipe refuses to build a binary whose name disagrees with the wrapper's go.mod).
 
 # This fragment defines file targets; keep whatever default goal the including Makefile has.
 E2E_MK_SAVED_DEFAULT_GOAL := $(.DEFAULT_GOAL)
@@ -18,11 +18,11 @@ E2E_TOOLS_DIR := $(CURDIR)/e2e/tools
 E2E_ETCD_VERSION := v3.6.5
 E2E_KUBERNETES_VERSION := v1.35.4
 E2E_CROSSPLANE_VERSION := v2.4.2
-# The newest provider-kubernetes the module proxy lets us build: v1.4.0 and v1.4.1 need
-# crossplane-runtime v2.5.0-rc.0.0.20260922181840-9d02af3667a0 (refused by the proxy; v2.4.0
-# lacks controller.Options.Groups, which their cmd/provider sets). The hub's provider-kubernetes
-# CRDs are this version's too (hack/tools.mk).
-E2E_PROVIDER_KUBERNETES_VERSION := v1.3.1
+# provider-kubernetes runs at the version whose CRDs the hub holds (PROVIDER_KUBERNETES, hack/tools.mk):
+# v1.3.1, the newest the module proxy lets us build. v1.4.0 and v1.4.1 need crossplane-runtime
+# v2.5.0-rc.0.0.20260922181840-9d02af3667a0 (refused by the proxy; v2.4.0 lacks
+# controller.Options.Groups, which their cmd/provider sets).
+E2E_PROVIDER_KUBERNETES_VERSION := $(lastword $(subst @, ,$(PROVIDER_KUBERNETES)))
 
 E2E_ETCD := $(E2E_BIN)/etcd-$(E2E_ETCD_VERSION)
 E2E_KUBE_APISERVER := $(E2E_BIN)/kube-apiserver-$(E2E_KUBERNETES_VERSION)
@@ -90,6 +90,7 @@ e2e-test: $(E2E_BINARIES) provider-aws-crds provider-kubernetes-crds flux-crds #
 	CGO_ENABLED=0 go build -o $(E2E_FUNCTION) ./fn
 	@xp=$$(cd $(E2E_TOOLS_DIR)/crossplane && go mod download github.com/crossplane/crossplane/v2 && \
 	    go list -m -f '{{.Dir}}' github.com/crossplane/crossplane/v2) && test -n "$$xp" || exit 1; \
+	test -f "$(E2E_KARPENTER_ZIP)" || { echo "cannot locate the $(E2E_KARPENTER_MODULE) zip" >&2; exit 1; }; \
 	cd e2e && E2E_ETCD=$(E2E_ETCD) E2E_KUBE_APISERVER=$(E2E_KUBE_APISERVER) \
 	  E2E_KUBE_CONTROLLER_MANAGER=$(E2E_KUBE_CONTROLLER_MANAGER) E2E_CROSSPLANE=$(E2E_CROSSPLANE) \
 	  E2E_PROVIDER_KUBERNETES=$(E2E_PROVIDER_KUBERNETES) E2E_FLUX_KUSTOMIZE_CRDS=$(FLUX_KUSTOMIZE_CRDS) \

@@ -119,7 +119,8 @@ FLUX_HELM_CRDS = $(eval FLUX_HELM_CRDS := $$(addsuffix /config/crd/bases,$$(call
 FLUX_SOURCE_CRDS = $(eval FLUX_SOURCE_CRDS := $$(addsuffix /config/crd/bases,$$(call module-dir,$(FLUX_SOURCE_CONTROLLER))))$(FLUX_SOURCE_CRDS)
 
 # provider-kubernetes, whose Object carries step three's objects to the claimed cluster: its
-# CRDs from the module zip, at the version crossplane.yaml depends on at least.
+# CRDs from the module zip, at the version crossplane.yaml depends on at least; the e2e suite
+# builds and runs this version (hack/e2e.mk).
 PROVIDER_KUBERNETES := github.com/crossplane-contrib/provider-kubernetes@v1.3.1
 PROVIDER_KUBERNETES_CRDS = $(eval PROVIDER_KUBERNETES_CRDS := $$(addsuffix /package/crds,$$(call module-dir,$(PROVIDER_KUBERNETES))))$(PROVIDER_KUBERNETES_CRDS)
 
