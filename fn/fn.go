@@ -198,6 +198,9 @@ func (f *Function) compose(req *fnv1.RunFunctionRequest) (rsp *fnv1.RunFunctionR
 		refuse(rsp, oxr, ReasonRefused, errors.Errorf("refusing %s %q: %s", oxr.Resource.GetKind(), oxr.Resource.GetName(), errs.ToAggregate().Error()))
 		return rsp, composed
 	}
+	// The config is complete: the access check's Pod, which the next
+	// three calls name or build, is built once.
+	cluster.Prepare(cfg)
 	// A check that failed for a passing cause runs again, as a new Pod,
 	// once its backoff is over.
 	attempt, retryIn := cluster.Attempt(cfg, observed[cluster.AccessCheck], f.now())
@@ -271,7 +274,7 @@ func (f *Function) compose(req *fnv1.RunFunctionRequest) (rsp *fnv1.RunFunctionR
 	}
 	for _, c := range conditions {
 		setCondition(rsp, c)
-		if changed(oxr.Resource.GetCondition(xpv1.ConditionType(c.Type)), c) {
+		if changed(sequence.ConditionIn(oxr.Resource.Object, xpv1.ConditionType(c.Type)), c) {
 			// Events only on transitions: a claim that waits for minutes
 			// must not collect an event per reconcile.
 			log.Info("step changed", "step", c.Type, "ready", c.Ready, "reason", c.Reason)

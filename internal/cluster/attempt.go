@@ -38,11 +38,13 @@ func Attempt(c *config.Config, ocd resource.ObservedComposed, now time.Time) (n 
 	if r == nil {
 		return 1, 0
 	}
+	// Read part by part: the manifests' specs hold the preflight's script,
+	// which GetValueInto would encode and decode for nothing.
 	var desired, pod struct {
 		Metadata struct {
 			Name        string            `json:"name"`
 			Annotations map[string]string `json:"annotations"`
-		} `json:"metadata"`
+		}
 		Status struct {
 			Phase             string `json:"phase"`
 			Reason            string `json:"reason"`
@@ -55,16 +57,17 @@ func Attempt(c *config.Config, ocd resource.ObservedComposed, now time.Time) (n 
 					} `json:"terminated"`
 				} `json:"state"`
 			} `json:"containerStatuses"`
-		} `json:"status"`
+		}
 	}
-	if r.GetValueInto("spec.forProvider.manifest", &desired) != nil {
+	if r.GetValueInto("spec.forProvider.manifest.metadata", &desired.Metadata) != nil {
 		return 1, 0
 	}
 	n, err := strconv.Atoi(desired.Metadata.Annotations[AttemptAnnotation])
-	if err != nil || n < 1 || desired.Metadata.Name != podName(c, accessCheckSpec(c), n) {
+	if err != nil || n < 1 || desired.Metadata.Name != podName(c, builtPod(c), n) {
 		return 1, 0 // what the check checks, or the run asked for, changed
 	}
-	if r.GetValueInto("status.atProvider.manifest", &pod) != nil || pod.Metadata.Name != desired.Metadata.Name ||
+	if r.GetValueInto("status.atProvider.manifest.metadata", &pod.Metadata) != nil || pod.Metadata.Name != desired.Metadata.Name ||
+		r.GetValueInto("status.atProvider.manifest.status", &pod.Status) != nil ||
 		pod.Status.Phase != string(corev1.PodFailed) || n >= int(*c.Input.AccessCheck.Attempts) {
 		return n, 0
 	}

@@ -159,13 +159,34 @@ func Object(c *config.Config, m runtime.Object, r Readiness) (*unstructured.Unst
 // failed for a passing cause is tried again as a new Pod (Attempt); any
 // other failure stays until what it checks or RunAnnotation changes.
 func accessCheck(c *config.Config, labels map[string]string) *corev1.Pod {
-	spec := accessCheckSpec(c)
+	pod := builtPod(c)
 	return &corev1.Pod{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
-		ObjectMeta: metav1.ObjectMeta{Name: podName(c, spec, attempt(c)), Namespace: c.Input.PodIdentity.Namespace, Labels: labels,
+		ObjectMeta: metav1.ObjectMeta{Name: podName(c, pod, attempt(c)), Namespace: c.Input.PodIdentity.Namespace, Labels: labels,
 			Annotations: map[string]string{AttemptAnnotation: strconv.Itoa(attempt(c))}},
-		Spec: spec,
+		// A copy: the Pod is converted, and may be changed, on its own.
+		Spec: *pod.Spec.DeepCopy(),
 	}
+}
+
+// Prepare builds the access check's Pod spec once c is complete, so that
+// the parts of one call that name or build the Pod (Attempt, PodName,
+// Objects) build it once: its preflight script and its digest are most of
+// the function's work on a changed request. Nothing the spec reads may
+// change in c after; AccessCheckAttempt is not read.
+func Prepare(c *config.Config) {
+	c.AccessCheck = nil
+	c.AccessCheck = builtPod(c)
+}
+
+// builtPod is the access check's Pod spec, as Prepare kept it or built now.
+func builtPod(c *config.Config) *config.AccessCheckPod {
+	if c.AccessCheck != nil {
+		return c.AccessCheck
+	}
+	spec := accessCheckSpec(c)
+	b, _ := json.Marshal(spec) // a PodSpec always marshals
+	return &config.AccessCheckPod{Spec: spec, JSON: b}
 }
 
 func attempt(c *config.Config) int { return max(c.AccessCheckAttempt, 1) }
@@ -221,19 +242,18 @@ func accessCheckSpec(c *config.Config) corev1.PodSpec {
 // name behind, finished: the composed Object stays (nothing that exists is
 // dropped), and the old Pods go with the controller's namespace.
 func PodName(c *config.Config) string {
-	return podName(c, accessCheckSpec(c), attempt(c))
+	return podName(c, builtPod(c), attempt(c))
 }
 
-func podName(c *config.Config, spec corev1.PodSpec, attempt int) string {
-	return AccessCheckPod + "-" + accessCheckDigest(c, spec, attempt)
+func podName(c *config.Config, pod *config.AccessCheckPod, attempt int) string {
+	return AccessCheckPod + "-" + accessCheckDigest(c, pod, attempt)
 }
 
 // accessCheckDigest is a digest of the Pod's spec, the run asked for and,
 // after the first, the attempt.
-func accessCheckDigest(c *config.Config, spec corev1.PodSpec, attempt int) string {
-	b, _ := json.Marshal(spec) // a PodSpec always marshals
+func accessCheckDigest(c *config.Config, pod *config.AccessCheckPod, attempt int) string {
 	h := sha256.New()
-	h.Write(b)
+	h.Write(pod.JSON)
 	h.Write([]byte{0})
 	h.Write([]byte(c.AccessCheckRun))
 	if attempt > 1 {

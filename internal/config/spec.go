@@ -1,4 +1,4 @@
-// Package spec reads what the function is asked to do, the tenant's XR spec
+// Package config reads what the function is asked to do, the tenant's XR spec
 // and the platform's function input, fills defaults, and validates both into
 // field errors with paths, because the API server never validates function
 // input and a claim may predate a schema change.
@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"google.golang.org/protobuf/types/known/structpb"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -71,6 +72,10 @@ type Config struct {
 	// ClusterVersion is the claimed cluster's Kubernetes version as AWS
 	// reports it (1.34); empty until the observed cluster says.
 	ClusterVersion string
+	// AccessCheck is the access check's Pod spec, built once this Config
+	// is complete (internal/cluster.Prepare): every part of one call that
+	// names or builds the Pod shares it. Nil: built on each use.
+	AccessCheck *AccessCheckPod
 
 	// XR is the composite this call composes for, and its API. The
 	// function sets it from the observed XR; Load does not read it.
@@ -92,6 +97,13 @@ type Config struct {
 	Account naming.Account
 	// Names are the AWS names of the cluster's resources.
 	Names naming.Names
+}
+
+// AccessCheckPod is the access check's Pod spec as internal/cluster builds
+// it, and its JSON encoding, which the Pod's name digests.
+type AccessCheckPod struct {
+	Spec corev1.PodSpec
+	JSON []byte
 }
 
 // Requested is what a claim wrote of its cluster's region and node

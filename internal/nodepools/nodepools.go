@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"maps"
 	"strconv"
+	"sync"
 
 	"github.com/fluxcd/pkg/apis/kustomize"
-	"sigs.k8s.io/yaml"
 
 	"github.com/do-now/function-karpenter/apis/v1alpha1"
 	"github.com/do-now/function-karpenter/internal/config"
@@ -74,7 +74,7 @@ func Patches(c *config.Config) ([]kustomize.Patch, error) {
 	}
 	patches := make([]kustomize.Patch, 0, len(docs))
 	for _, d := range docs {
-		b, err := yaml.Marshal(d)
+		b, err := toYAML(d)
 		if err != nil {
 			return nil, fmt.Errorf("cannot marshal node pool patch: %w", err)
 		}
@@ -193,8 +193,8 @@ func nodeClass(c *config.Config, name string) ec2NodeClass {
 
 // publicUserData is the MIME multi-part user data AL2023 nodes read: a
 // NodeConfig whose kubelet labels the node so no load balancer targets it.
-func publicUserData() string {
-	b, err := yaml.Marshal(nodeConfig{
+var publicUserData = sync.OnceValue(func() string {
+	b, err := toYAML(nodeConfig{
 		APIVersion: nodeConfigAPIVersion,
 		Kind:       "NodeConfig",
 		Spec: nodeConfigSpec{Kubelet: kubeletConfig{Flags: []string{
@@ -211,7 +211,7 @@ func publicUserData() string {
 		"Content-Type: " + nodeConfigContentType + "\n\n" +
 		string(b) +
 		"--" + userDataBoundary + "--\n"
-}
+})
 
 // merge returns a new map with each map's entries overriding those of the
 // maps before it.

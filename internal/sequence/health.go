@@ -77,6 +77,8 @@ func remoteReady(r *composed.Unstructured) []string {
 // names the check that failed, with AWS's words) are the problem; while it
 // waits, why (an image that cannot be pulled, a ServiceAccount missing).
 func observePod(r *composed.Unstructured) Health {
+	// The status alone: the manifest's spec holds the preflight's script,
+	// which GetValueInto would encode and decode for nothing.
 	var pod struct {
 		Status struct {
 			Phase             string `json:"phase"`
@@ -95,9 +97,9 @@ func observePod(r *composed.Unstructured) Health {
 					} `json:"terminated"`
 				} `json:"state"`
 			} `json:"containerStatuses"`
-		} `json:"status"`
+		}
 	}
-	if err := r.GetValueInto("status.atProvider.manifest", &pod); err != nil {
+	if err := r.GetValueInto("status.atProvider.manifest.status", &pod.Status); err != nil {
 		return Health{}
 	}
 	st := pod.Status
@@ -134,7 +136,13 @@ func observePod(r *composed.Unstructured) Health {
 // through JSON, which for an Object is the whole manifest it observes, on
 // every read.
 func ConditionOf(r *composed.Unstructured, t xpv1.ConditionType) xpv1.Condition {
-	status, ok := r.Object["status"].(map[string]any)
+	return ConditionIn(r.Object, t)
+}
+
+// ConditionIn is ConditionOf for any object, the XR's included (the SDK's
+// composite GetCondition decodes its whole status through JSON too).
+func ConditionIn(obj map[string]any, t xpv1.ConditionType) xpv1.Condition {
+	status, ok := obj["status"].(map[string]any)
 	if !ok {
 		return xpv1.Condition{} // as the SDK answers for an object without status
 	}

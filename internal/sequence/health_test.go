@@ -6,6 +6,7 @@ import (
 	xpv1 "github.com/crossplane/crossplane-runtime/v2/apis/common/v1"
 	"github.com/crossplane/function-sdk-go/resource"
 	"github.com/crossplane/function-sdk-go/resource/composed"
+	"github.com/crossplane/function-sdk-go/resource/composite"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 )
@@ -59,8 +60,8 @@ func TestObserveReadsTheRemoteObject(t *testing.T) {
 	}
 }
 
-// TestConditionOfReadsWhatTheSDKReads holds ConditionOf to the SDK's
-// GetCondition, which it replaces on the hot path, over conditions present,
+// TestConditionOfReadsWhatTheSDKReads holds ConditionOf and ConditionIn to
+// the SDK's GetCondition, composed and composite, which it replaces on the hot path, over conditions present,
 // absent, partial and malformed.
 func TestConditionOfReadsWhatTheSDKReads(t *testing.T) {
 	for name, status := range map[string]any{
@@ -75,10 +76,17 @@ func TestConditionOfReadsWhatTheSDKReads(t *testing.T) {
 		if status != nil {
 			u.Object["status"] = status
 		}
+		xr := composite.New()
+		xr.Object = u.Object
 		for _, typ := range []xpv1.ConditionType{xpv1.TypeReady, xpv1.TypeSynced} {
 			want, got := u.GetCondition(typ), ConditionOf(u, typ)
 			if diff := cmp.Diff(want, got, cmpopts.IgnoreFields(xpv1.Condition{}, "LastTransitionTime")); diff != "" {
 				t.Errorf("%s, %s: -SDK +ConditionOf:\n%s", name, typ, diff)
+			}
+			// The XR's, read by ConditionIn where fn compares what it sets.
+			want, got = xr.GetCondition(typ), ConditionIn(xr.Object, typ)
+			if diff := cmp.Diff(want, got, cmpopts.IgnoreFields(xpv1.Condition{}, "LastTransitionTime")); diff != "" {
+				t.Errorf("%s, %s: -SDK composite +ConditionIn:\n%s", name, typ, diff)
 			}
 		}
 	}
