@@ -14,6 +14,7 @@ import (
 	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
 	"github.com/crossplane/function-sdk-go/request"
 	"github.com/crossplane/function-sdk-go/resource"
+	cd "github.com/crossplane/function-sdk-go/resource/composed"
 	"github.com/crossplane/function-sdk-go/response"
 	"google.golang.org/grpc/codes"
 	grpcstatus "google.golang.org/grpc/status"
@@ -50,6 +51,9 @@ type Function struct {
 	// pending holds the cached response of each request the gRPC codec
 	// found in the cache while decoding it (see wire), by request.
 	pending sync.Map
+	// decoded holds the observed composed resources of each request the
+	// gRPC codec decoded apart (see observedApart), by request.
+	decoded sync.Map
 }
 
 // RunFunction reads the XR and what exists, and answers with the resources of
@@ -61,6 +65,8 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 		// Found in the cache as the request was decoded (see wire).
 		return rsp.(*fnv1.RunFunctionResponse), nil
 	}
+	objects, _ := f.decoded.LoadAndDelete(req)
+	observed := func() (map[resource.Name]resource.ObservedComposed, error) { return observedOf(req, objects) }
 	if req.GetObserved() == nil && cache.IsDigest(req.GetMeta().GetTag()) {
 		// Crossplane always sends the observed XR: this is a request wire
 		// left partly decoded, whose answer is no longer put aside. It is
@@ -69,19 +75,19 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 		return nil, grpcstatus.Error(codes.Unavailable, "the request's cached answer is gone; call again")
 	}
 	if f.cache == nil {
-		rsp, _ := f.compose(req)
+		rsp, _ := f.compose(req, observed)
 		return rsp, nil
 	}
 	key, err := cache.Key(req)
 	if err != nil {
 		// Not cacheable, still answerable.
-		rsp, _ := f.compose(req)
+		rsp, _ := f.compose(req, observed)
 		return rsp, nil
 	}
 	if rsp, ok := f.cache.Get(key); ok {
 		return rsp, nil
 	}
-	rsp, kind := f.compose(req)
+	rsp, kind := f.compose(req, observed)
 	if kind != paced {
 		// An XR's first call and its composed answer each have a slot of
 		// their own, so a reconcile of two calls evicts neither.
@@ -112,9 +118,31 @@ const (
 	paced answer = "#paced"
 )
 
-// compose is RunFunction without the cache. Its response is a function of
-// the request alone, except the TTL of a claim that waits: kind says which.
-func (f *Function) compose(req *fnv1.RunFunctionRequest) (rsp *fnv1.RunFunctionResponse, kind answer) {
+// observedOf reads the request's observed composed resources: objects, as
+// the gRPC codec decoded them apart (map[string]map[string]any), or from the
+// request, as the SDK reads them.
+func observedOf(req *fnv1.RunFunctionRequest, objects any) (map[resource.Name]resource.ObservedComposed, error) {
+	apart, ok := objects.(map[string]map[string]any)
+	if !ok {
+		return request.GetObservedComposedResources(req)
+	}
+	out := make(map[resource.Name]resource.ObservedComposed, len(apart))
+	for name, r := range req.GetObserved().GetResources() {
+		ocd := resource.ObservedComposed{Resource: cd.New(), ConnectionDetails: r.GetConnectionDetails()}
+		if ocd.ConnectionDetails == nil {
+			ocd.ConnectionDetails = make(resource.ConnectionDetails)
+		}
+		ocd.Resource.Object = apart[name]
+		out[resource.Name(name)] = ocd
+	}
+	return out, nil
+}
+
+// compose is RunFunction without the cache; readObserved reads the
+// request's observed composed resources (observedOf). Its response is a
+// function of the request alone, except the TTL of a claim that waits:
+// kind says which.
+func (f *Function) compose(req *fnv1.RunFunctionRequest, readObserved func() (map[resource.Name]resource.ObservedComposed, error)) (rsp *fnv1.RunFunctionResponse, kind answer) {
 	rsp, kind = response.To(req, requeue.Settled), composed
 	// The response must not share the request's state: the SDK's setters
 	// modify it in place, and a cached response is shared.
@@ -173,7 +201,7 @@ func (f *Function) compose(req *fnv1.RunFunctionRequest) (rsp *fnv1.RunFunctionR
 		return rsp, asking
 	}
 
-	observed, err := request.GetObservedComposedResources(req)
+	observed, err := readObserved()
 	if err != nil {
 		response.Fatal(rsp, errors.Wrap(err, "cannot get observed composed resources"))
 		return rsp, composed

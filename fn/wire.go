@@ -1,7 +1,10 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"math"
+	"unicode/utf8"
 
 	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
 	"google.golang.org/grpc/encoding"
@@ -71,6 +74,13 @@ func (w wire) Unmarshal(data mem.BufferSlice, v any) error {
 				return nil
 			}
 		}
+		proto.Reset(req)
+		if rest, objects, err := observedApart(raw); err == nil {
+			if err := proto.Unmarshal(rest, req); err == nil {
+				w.f.decoded.Store(req, objects)
+				return nil
+			}
+		}
 	}
 	proto.Reset(req)
 	return proto.Unmarshal(raw, req)
@@ -81,19 +91,241 @@ func (w wire) Unmarshal(data mem.BufferSlice, v any) error {
 // unknown ones included.
 func keyFields(raw []byte) ([]byte, error) {
 	var keyed []byte
-	for b := raw; len(b) > 0; {
+	err := eachField(raw, func(num protowire.Number, _ protowire.Type, field, _ []byte) error {
+		if !cache.TagCovers[num] {
+			keyed = append(keyed, field...)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cannot decode the request: %w", err)
+	}
+	return keyed, nil
+}
+
+// Decoding a request to compose: each observed composed resource (most of
+// a request's bytes) is decoded from its encoding straight into the map the
+// function reads it as, not into protobuf's Struct and then, by the SDK,
+// into that map (structpb AsMap): the request is decoded by proto without
+// those resources' resource fields, and their maps are put aside for
+// RunFunction (Function.decoded). Only a request with Crossplane's tag
+// takes this path: its cache key never reads the observed state (cache.Key),
+// which such a request no longer carries whole. Anything this decoder does
+// not take exactly as proto would (a field repeated that proto would merge)
+// is decoded by proto, whole.
+
+// errNotApart says a request is to be decoded whole.
+var errNotApart = errors.New("not decoded apart")
+
+// observedApart is the request's encoding without its observed composed
+// resources' resource fields, and those resources as maps, by name.
+func observedApart(raw []byte) ([]byte, map[string]map[string]any, error) {
+	var rest []byte
+	var objects map[string]map[string]any
+	err := eachField(raw, func(num protowire.Number, typ protowire.Type, field, value []byte) error {
+		if num != 2 || typ != protowire.BytesType { // RunFunctionRequest.observed
+			rest = append(rest, field...)
+			return nil
+		}
+		if objects != nil {
+			return errNotApart // proto merges a repeated message field
+		}
+		objects = map[string]map[string]any{}
+		state, err := stateApart(value, objects)
+		if err != nil {
+			return err
+		}
+		rest = protowire.AppendTag(rest, num, typ)
+		rest = protowire.AppendBytes(rest, state)
+		return nil
+	})
+	if objects == nil {
+		err = errNotApart
+	}
+	return rest, objects, err
+}
+
+// stateApart is a State's encoding without its resources' resource fields,
+// which it decodes into objects.
+func stateApart(b []byte, objects map[string]map[string]any) ([]byte, error) {
+	var state []byte
+	err := eachField(b, func(num protowire.Number, typ protowire.Type, field, value []byte) error {
+		if num != 2 || typ != protowire.BytesType { // State.resources, a map entry
+			state = append(state, field...)
+			return nil
+		}
+		var name string
+		var entry []byte
+		var obj map[string]any
+		err := eachField(value, func(num protowire.Number, typ protowire.Type, field, value []byte) error {
+			switch {
+			case num == 1 && typ == protowire.BytesType: // the entry's key
+				if !utf8.Valid(value) {
+					return errNotApart
+				}
+				name = string(value)
+				entry = append(entry, field...)
+			case num == 2 && typ == protowire.BytesType: // the entry's Resource
+				if obj != nil {
+					return errNotApart
+				}
+				var resource []byte
+				err := eachField(value, func(num protowire.Number, typ protowire.Type, field, value []byte) error {
+					if num != 1 || typ != protowire.BytesType { // Resource.resource
+						resource = append(resource, field...)
+						return nil
+					}
+					if obj != nil {
+						return errNotApart
+					}
+					var err error
+					obj, err = structMap(value)
+					return err
+				})
+				if err != nil {
+					return err
+				}
+				if obj == nil {
+					obj = map[string]any{} // as AsMap answers for no Struct
+				}
+				entry = protowire.AppendTag(entry, num, typ)
+				entry = protowire.AppendBytes(entry, resource)
+			default:
+				entry = append(entry, field...)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if obj == nil {
+			obj = map[string]any{}
+		}
+		objects[name] = obj // a map's last entry of a key wins, as in proto
+		state = protowire.AppendTag(state, num, typ)
+		state = protowire.AppendBytes(state, entry)
+		return nil
+	})
+	return state, err
+}
+
+// structMap decodes a google.protobuf.Struct as structpb's AsMap returns it.
+func structMap(b []byte) (map[string]any, error) {
+	m := map[string]any{}
+	err := eachField(b, func(num protowire.Number, typ protowire.Type, _, value []byte) error {
+		if num != 1 || typ != protowire.BytesType { // Struct.fields, a map entry
+			return nil // unknown to proto, and so to AsMap
+		}
+		var key string
+		var v any
+		seen := false
+		err := eachField(value, func(num protowire.Number, typ protowire.Type, _, value []byte) error {
+			switch {
+			case num == 1 && typ == protowire.BytesType:
+				if !utf8.Valid(value) {
+					return errNotApart
+				}
+				key = string(value)
+			case num == 2 && typ == protowire.BytesType:
+				if seen {
+					return errNotApart
+				}
+				seen = true
+				var err error
+				v, err = valueOf(value)
+				return err
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		m[key] = v
+		return nil
+	})
+	return m, err
+}
+
+// valueOf decodes a google.protobuf.Value as structpb's AsInterface returns
+// it (protobuf v1.36 types/known/structpb): null as nil, NaN and the
+// infinities as their names.
+func valueOf(b []byte) (any, error) {
+	var v any
+	kinds := 0
+	err := eachField(b, func(num protowire.Number, typ protowire.Type, _, value []byte) error {
+		var err error
+		switch {
+		case num == 1 && typ == protowire.VarintType: // null_value
+			v = nil
+		case num == 2 && typ == protowire.Fixed64Type: // number_value
+			f, _ := protowire.ConsumeFixed64(value)
+			n := math.Float64frombits(f)
+			switch {
+			case math.IsNaN(n):
+				v = "NaN"
+			case math.IsInf(n, 1):
+				v = "Infinity"
+			case math.IsInf(n, -1):
+				v = "-Infinity"
+			default:
+				v = n
+			}
+		case num == 3 && typ == protowire.BytesType: // string_value
+			if !utf8.Valid(value) {
+				return errNotApart
+			}
+			v = string(value)
+		case num == 4 && typ == protowire.VarintType: // bool_value
+			u, _ := protowire.ConsumeVarint(value)
+			v = u != 0
+		case num == 5 && typ == protowire.BytesType: // struct_value
+			v, err = structMap(value)
+		case num == 6 && typ == protowire.BytesType: // list_value
+			list := []any{}
+			err = eachField(value, func(num protowire.Number, typ protowire.Type, _, value []byte) error {
+				if num != 1 || typ != protowire.BytesType { // ListValue.values
+					return nil
+				}
+				e, err := valueOf(value)
+				list = append(list, e)
+				return err
+			})
+			v = list
+		default:
+			return nil // unknown to proto
+		}
+		// A oneof set twice: proto keeps the last, but merges a message
+		// set twice in a row.
+		kinds++
+		if kinds > 1 {
+			return errNotApart
+		}
+		return err
+	})
+	return v, err
+}
+
+// eachField calls f with each field of a message's encoding: its number,
+// its type, the whole field as encoded, and its value (a length-delimited
+// field's contents; any other field's encoded value).
+func eachField(b []byte, f func(num protowire.Number, typ protowire.Type, field, value []byte) error) error {
+	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 {
-			return nil, fmt.Errorf("cannot decode the request: %w", protowire.ParseError(n))
+			return protowire.ParseError(n)
 		}
 		m := protowire.ConsumeFieldValue(num, typ, b[n:])
 		if m < 0 {
-			return nil, fmt.Errorf("cannot decode the request: %w", protowire.ParseError(m))
+			return protowire.ParseError(m)
 		}
-		if !cache.TagCovers[num] {
-			keyed = append(keyed, b[:n+m]...)
+		value := b[n : n+m]
+		if typ == protowire.BytesType {
+			value, _ = protowire.ConsumeBytes(value)
+		}
+		if err := f(num, typ, b[:n+m], value); err != nil {
+			return err
 		}
 		b = b[n+m:]
 	}
-	return keyed, nil
+	return nil
 }

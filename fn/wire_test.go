@@ -3,12 +3,16 @@ package main
 import (
 	"bytes"
 	"context"
+	"math"
 	"net"
 	"testing"
 
 	"github.com/crossplane/function-sdk-go/logging"
 	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
+	"github.com/crossplane/function-sdk-go/request"
+	"github.com/crossplane/function-sdk-go/resource"
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/encoding"
@@ -87,10 +91,13 @@ func TestWireServesWhatTheFunctionAnswers(t *testing.T) {
 		return &got
 	}
 	first := decode()
-	if !proto.Equal(first, req) {
-		t.Fatal("a request not answered yet was not decoded whole")
+	if _, apart := f.decoded.Load(first); !apart || !proto.Equal(first, withoutObservedResources(req)) {
+		t.Fatalf("a request not answered yet was not decoded, its observed resources apart (apart: %v)", apart)
 	}
 	rsp, _ := f.RunFunction(context.Background(), first)
+	if _, left := f.decoded.Load(first); left {
+		t.Error("the observed resources decoded apart stay after the request was answered")
+	}
 	again := decode()
 	if again.GetObserved() != nil || again.GetMeta().GetTag() != req.GetMeta().GetTag() {
 		t.Errorf("a request answered before was decoded beyond its key: observed %v", again.GetObserved() != nil)
@@ -113,6 +120,97 @@ func TestWireServesWhatTheFunctionAnswers(t *testing.T) {
 	var decoded fnv1.RunFunctionResponse
 	if err := proto.Unmarshal(encoded.Materialize(), &decoded); err != nil || !proto.Equal(&decoded, rsp) {
 		t.Errorf("the kept encoding does not decode to the response: %v", err)
+	}
+}
+
+// withoutObservedResources is req as observedApart leaves it for proto:
+// without its observed composed resources' resource fields.
+func withoutObservedResources(req *fnv1.RunFunctionRequest) *fnv1.RunFunctionRequest {
+	out := proto.CloneOf(req)
+	for _, r := range out.GetObserved().GetResources() {
+		r.Resource = nil
+	}
+	return out
+}
+
+// TestObservedApartReadsWhatTheSDKReads holds the codec's own decoding of
+// the observed composed resources to what it replaces: proto's decoding
+// of the request, read by the SDK (request.GetObservedComposedResources).
+// Over every state of the example claim and a resource of every kind of
+// JSON value, the rest of the request must decode to the request without
+// those resources, and the resources to what the SDK reads; over what
+// proto would merge, the codec must decline, and proto decodes it whole.
+func TestObservedApartReadsWhatTheSDKReads(t *testing.T) {
+	odd := map[string]any{
+		"apiVersion": "example.org/v1", "kind": "Odd",
+		"numbers": []any{0, -1.5, 1e300, 3, math.NaN(), math.Inf(1), math.Inf(-1)},
+		"nulls":   map[string]any{"a": nil}, "bools": []any{true, false},
+		"empty": map[string]any{"map": map[string]any{}, "list": []any{}, "string": ""},
+		"deep":  []any{[]any{map[string]any{"é ✓": "line\nbreak"}}},
+	}
+	var reqs []*fnv1.RunFunctionRequest
+	for _, s := range benchStates(t) {
+		reqs = append(reqs, s.onto(settled(aRequest(t))).build())
+	}
+	withOdd := aRequest(t).observing(map[resource.Name]map[string]any{"odd": odd}).build()
+	withOdd.Observed.Resources["odd"].ConnectionDetails = map[string][]byte{"password": []byte("s3cr3t")}
+	withOdd.Observed.Resources["bare"] = &fnv1.Resource{} // no resource field at all
+	reqs = append(reqs, withOdd)
+	for i, req := range reqs {
+		raw, err := proto.MarshalOptions{Deterministic: true}.Marshal(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rest, objects, err := observedApart(raw)
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		got := &fnv1.RunFunctionRequest{}
+		if err := proto.Unmarshal(rest, got); err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(withoutObservedResources(req), got, protocmp.Transform()); diff != "" {
+			t.Errorf("request %d: the rest is not the request without its observed resources (-want +got):\n%s", i, diff)
+		}
+		want, err := request.GetObservedComposedResources(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		read, err := observedOf(got, objects)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(want, read, cmpopts.EquateNaNs()); diff != "" {
+			t.Errorf("request %d: -SDK +observedApart:\n%s", i, diff)
+		}
+	}
+
+	// What proto merges: the observed state twice, a Resource's resource
+	// twice, a Value's kind twice. And what it does not: a Struct's key
+	// twice, the last of which wins.
+	field := func(b []byte, num protowire.Number, contents []byte) []byte {
+		return protowire.AppendBytes(protowire.AppendTag(b, num, protowire.BytesType), contents)
+	}
+	raw, _ := proto.Marshal(withOdd)
+	observed, _ := proto.Marshal(withOdd.GetObserved())
+	obj, _ := proto.Marshal(&structpb.Struct{Fields: map[string]*structpb.Value{"a": structpb.NewBoolValue(true)}})
+	resourceTwice := field(field(nil, 1, obj), 1, obj)
+	entry := field(field(nil, 1, []byte("r")), 2, resourceTwice)
+	for name, b := range map[string][]byte{
+		"observed twice": field(raw, 2, observed),
+		"resource twice": field(nil, 2, field(nil, 2, entry)),
+	} {
+		if _, _, err := observedApart(b); err == nil {
+			t.Errorf("%s: decoded apart; proto merges it", name)
+		}
+	}
+	kindTwice := protowire.AppendVarint(protowire.AppendTag(field(nil, 3, []byte("s")), 4, protowire.VarintType), 1)
+	if _, err := valueOf(kindTwice); err == nil {
+		t.Error("a Value of two kinds decoded apart; proto keeps the last, and merges messages")
+	}
+	keyTwice := append(obj[:len(obj):len(obj)], obj...)
+	if m, err := structMap(keyTwice); err != nil || len(m) != 1 || m["a"] != true {
+		t.Errorf("a Struct's key twice: %v, %v; proto keeps the last", m, err)
 	}
 }
 

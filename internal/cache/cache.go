@@ -40,7 +40,7 @@ type Responses struct {
 type entry struct {
 	slot, key string
 	rsp       *fnv1.RunFunctionResponse
-	// wire is rsp's deterministic protobuf encoding, what gRPC sends.
+	// wire is rsp's protobuf encoding, what gRPC sends.
 	wire []byte
 }
 
@@ -82,7 +82,7 @@ func (c *Responses) Put(slot, key string, rsp *fnv1.RunFunctionResponse) error {
 	if c.max <= 0 {
 		return nil
 	}
-	wire, err := proto.MarshalOptions{Deterministic: true}.Marshal(rsp)
+	wire, err := proto.Marshal(rsp)
 	if err != nil {
 		return err
 	}

@@ -140,8 +140,8 @@ func build(e Edge, by, of sequence.Ref) (*composed.Unstructured, error) {
 	} else {
 		u.SetKind("ClusterUsage")
 	}
-	if err := u.SetValue("spec", spec); err != nil {
-		return nil, err
-	}
+	// Set as is: its values are JSON's own types already, which is all
+	// SetValue's JSON round trip would make sure of.
+	u.Object["spec"] = spec
 	return u, nil
 }
