@@ -461,6 +461,29 @@ func TestProviderErrorReachesTheClaim(t *testing.T) {
 }
 
 func TestEventsOnlyOnTransitions(t *testing.T) {
+	// showing is a new XR's request whose XR already shows every step as
+	// the function answers a new XR, but for the changes given.
+	showing := func(changes map[string][2]string) *fnv1.RunFunctionRequest {
+		b := aRequest(t)
+		for _, c := range [][3]string{
+			{"ClusterHeld", "False", "Creating"},
+			{"IdentityAndQueueReady", "False", "WaitingForPrerequisites"},
+			{"InterruptionWiringReady", "False", "WaitingForPrerequisites"},
+			{"AccessCheckReady", "False", "WaitingForPrerequisites"},
+			{"ControllerReady", "False", "WaitingForPrerequisites"},
+			{"MonitoringReady", "False", "WaitingForPrerequisites"},
+			{"NodePoolsReady", "False", "WaitingForPrerequisites"},
+			{"VersionReady", "False", "Installing"},
+			{"PoolsWithinLimits", "Unknown", "NotObservedYet"},
+			{"NodeClassesValidated", "Unknown", "NotObservedYet"},
+		} {
+			if changed, ok := changes[c[0]]; ok {
+				c[1], c[2] = changed[0], changed[1]
+			}
+			b.withXRCondition(c[0], c[1], c[2])
+		}
+		return b.build()
+	}
 	cases := map[string]struct {
 		reason string
 		req    *fnv1.RunFunctionRequest
@@ -473,33 +496,13 @@ func TestEventsOnlyOnTransitions(t *testing.T) {
 		},
 		"NothingChanged": {
 			reason: "The XR already shows every step as it is: no event.",
-			req: aRequest(t).
-				withXRCondition("ClusterHeld", "False", "Creating").
-				withXRCondition("IdentityAndQueueReady", "False", "WaitingForPrerequisites").
-				withXRCondition("InterruptionWiringReady", "False", "WaitingForPrerequisites").
-				withXRCondition("AccessCheckReady", "False", "WaitingForPrerequisites").
-				withXRCondition("ControllerReady", "False", "WaitingForPrerequisites").
-				withXRCondition("MonitoringReady", "False", "WaitingForPrerequisites").
-				withXRCondition("NodePoolsReady", "False", "WaitingForPrerequisites").
-				withXRCondition("VersionReady", "False", "Installing").
-				withXRCondition("PoolsWithinLimits", "Unknown", "NotObservedYet").
-				withXRCondition("NodeClassesValidated", "Unknown", "NotObservedYet").build(),
-			want: 0,
+			req:    showing(nil),
+			want:   0,
 		},
 		"OneStepChanged": {
 			reason: "Only the step whose state differs from the XR's gets an event.",
-			req: aRequest(t).
-				withXRCondition("ClusterHeld", "False", "Creating").
-				withXRCondition("IdentityAndQueueReady", "True", "Available").
-				withXRCondition("InterruptionWiringReady", "False", "WaitingForPrerequisites").
-				withXRCondition("AccessCheckReady", "False", "WaitingForPrerequisites").
-				withXRCondition("ControllerReady", "False", "WaitingForPrerequisites").
-				withXRCondition("MonitoringReady", "False", "WaitingForPrerequisites").
-				withXRCondition("NodePoolsReady", "False", "WaitingForPrerequisites").
-				withXRCondition("VersionReady", "False", "Installing").
-				withXRCondition("PoolsWithinLimits", "Unknown", "NotObservedYet").
-				withXRCondition("NodeClassesValidated", "Unknown", "NotObservedYet").build(),
-			want: 1,
+			req:    showing(map[string][2]string{"IdentityAndQueueReady": {"True", "Available"}}),
+			want:   1,
 		},
 	}
 	for name, tc := range cases {
