@@ -60,6 +60,8 @@ type controlPlane struct {
 	mapper     *restmapper.DeferredDiscoveryRESTMapper
 
 	functionAddr string
+	// crossplaneMetrics is Crossplane core's Prometheus endpoint.
+	crossplaneMetrics string
 	// kubeconfigSecrets: for each cluster the tenancy declares, the Secret in crossplane-system
 	// (key kubeconfig) its provider-kubernetes configs name (installDelivery).
 	kubeconfigSecrets map[string]string

@@ -281,6 +281,7 @@ func (c *controlPlane) startCrossplane(ctx context.Context) error {
 		return err
 	}
 	c.procs = append(c.procs, p)
+	c.crossplaneMetrics = fmt.Sprintf("http://127.0.0.1:%d/metrics", metrics)
 	readyz := fmt.Sprintf("http://127.0.0.1:%d/readyz", health)
 	if err := waitHealthy(ctx, 60*time.Second, "crossplane ready (webhook server started)", p, readyz); err != nil {
 		return err

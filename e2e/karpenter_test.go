@@ -217,6 +217,15 @@ func onProdUS(u *unstructured.Unstructured) {
 // fails.
 func newKarpenterFrom(t *testing.T, a *api, ns, name string, mutate func(*unstructured.Unstructured)) *karpenter {
 	t.Helper()
+	c := createKarpenter(t, a, ns, name, mutate)
+	c.xr = c.waitBound()
+	return c
+}
+
+// createKarpenter is newKarpenterFrom without waiting for the claim to be bound: its xr is
+// unset until waitBound says.
+func createKarpenter(t *testing.T, a *api, ns, name string, mutate func(*unstructured.Unstructured)) *karpenter {
+	t.Helper()
 	ctx := context.Background()
 	objs, err := readObjects(filepath.Join("..", a.example))
 	if err != nil || len(objs) != 1 {
@@ -238,7 +247,6 @@ func newKarpenterFrom(t *testing.T, a *api, ns, name string, mutate func(*unstru
 			c.deleteAndWait()
 		}
 	})
-	c.xr = c.waitBound()
 	return c
 }
 

@@ -146,6 +146,9 @@ type fakeProvider struct {
 	// realObjects: the real provider-kubernetes runs (TestRealProviderKubernetes), and the fake
 	// leaves every Object to it, recording only when each is deleted.
 	realObjects atomic.Bool
+	// readyByDefault: every composed resource no test set a want for is reported Ready
+	// (TestLoad, whose providers answer at once).
+	readyByDefault atomic.Bool
 }
 
 // A want is what the fake provider reports for one composed resource, as AWS, the claimed
@@ -197,6 +200,9 @@ func (f *fakeProvider) wantFor(u *unstructured.Unstructured) (want, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	w, ok := f.wants[composerOf(u).String()+"/"+u.GetAnnotations()[resourceNameAnno]]
+	if !ok && f.readyByDefault.Load() {
+		return want{state: ready}, true
+	}
 	return w, ok
 }
 

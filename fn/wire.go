@@ -24,7 +24,9 @@ import (
 //     those the tag stands for: see cache.Key), not the observed and
 //     desired state, most of its bytes. If the cache holds the answer to
 //     that key, the request is left at those fields and its answer is put
-//     aside for RunFunction; otherwise the request is decoded whole.
+//     aside for RunFunction; otherwise the request is decoded whole, its
+//     observed resources straight into the maps the function reads
+//     (observedApart).
 //   - Encoding a response the cache holds: its encoding, kept with it.
 //
 // A request left partly decoded never reaches compose: RunFunction answers

@@ -97,7 +97,16 @@ e2e-test: $(E2E_BINARIES) provider-aws-crds provider-kubernetes-crds flux-crds #
 	  E2E_KARPENTER_ZIP=$(E2E_KARPENTER_ZIP) E2E_KARPENTER_MODULE=$(E2E_KARPENTER_MODULE) \
 	  E2E_FUNCTION=$(E2E_FUNCTION) E2E_PROVIDER_AWS_CRDS=$(PROVIDER_AWS_CRDS) \
 	  E2E_PROVIDER_KUBERNETES_CRDS=$(PROVIDER_KUBERNETES_CRDS) \
-	  E2E_CROSSPLANE_CRDS="$$xp/cluster/crds" \
+	  E2E_CROSSPLANE_CRDS="$$xp/cluster/crds" E2E_LOAD_CLAIMS=$(E2E_LOAD_CLAIMS) E2E_LOAD_SETTLE=$(E2E_LOAD_SETTLE) \
 	  go test -tags e2e $(GO_TEST_FLAGS) -parallel $(E2E_PARALLEL) -timeout $(E2E_TIMEOUT) -v ./...
+
+# TestLoad's claims and how long they stand settled: a correctness check in make test, the
+# load benchmark with make load.
+E2E_LOAD_CLAIMS ?= 10
+E2E_LOAD_SETTLE ?= 65s
+N ?= 100
+.PHONY: load
+load: ## The load benchmark (not in make test): N claims (default 100) on one control plane, created together, settled, deleted; its last line sums it up.
+	$(MAKE) e2e-test GO_TEST_FLAGS="-count=1 -run '^TestLoad$$$$'" E2E_LOAD_CLAIMS=$(N) E2E_LOAD_SETTLE=3m E2E_TIMEOUT=120m
 
 .DEFAULT_GOAL := $(E2E_MK_SAVED_DEFAULT_GOAL)

@@ -171,9 +171,10 @@ func accessCheck(c *config.Config, labels map[string]string) *corev1.Pod {
 
 // Prepare builds the access check's Pod spec once c is complete, so that
 // the parts of one call that name or build the Pod (Attempt, PodName,
-// Objects) build it once: its preflight script and its digest are most of
-// the function's work on a changed request. Nothing the spec reads may
-// change in c after; AccessCheckAttempt is not read.
+// Objects) build it once: built three times, its preflight script and
+// digest were a tenth of the function's work on a changed request
+// (docs/performance.md). Nothing the spec reads may change in c after;
+// AccessCheckAttempt is not read.
 func Prepare(c *config.Config) {
 	c.AccessCheck = nil
 	c.AccessCheck = builtPod(c)

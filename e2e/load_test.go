@@ -1,0 +1,402 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"math"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
+)
+
+// TestLoad creates N claims together on the one control plane (E2E_LOAD_CLAIMS, 10 in
+// `make test`; `make load N=…` for more), each for a cluster of its own that the tenancy
+// declares, with the fake providers answering at once. Every claim must get Ready, compose
+// nothing another claim composes, and be deleted completely. It prints how long the claims took
+// to get Ready, what the function and Crossplane core spent (CPU per reconcile, memory), how
+// often Crossplane's watch circuit breaker opened, and the same once the claims have stood
+// settled for E2E_LOAD_SETTLE; then how long deleting them all took. Its last line is the
+// settled figures, in the form docs/performance.md quotes.
+//
+// The fake providers are the suite's stand-in for provider-aws and provider-kubernetes: the
+// figures are the function's and Crossplane's, not a real provider's.
+func TestLoad(t *testing.T) {
+	timed(t)
+	n := envInt(t, "E2E_LOAD_CLAIMS", 10)
+	settle := envDuration(t, "E2E_LOAD_SETTLE", 20*time.Second)
+	clusters := declareLoadClusters(t, n)
+	fake.readyByDefault.Store(true)
+	t.Cleanup(func() { fake.readyByDefault.Store(false) })
+	fn, core := cp.process(t, "function"), cp.process(t, "crossplane")
+
+	before := scrapeCrossplane(t)
+	fnCPU, coreCPU := fn.cpu(t), core.cpu(t)
+	start := time.Now()
+	ks := make([]*karpenter, n)
+	for i, cl := range clusters {
+		ks[i] = createKarpenter(t, claimAPI, cl, "karpenter", func(u *unstructured.Unstructured) {
+			_ = unstructured.SetNestedField(u.Object, cl, "spec", "cluster", "name")
+		})
+	}
+	for _, k := range ks {
+		k.xr = k.waitBound()
+	}
+
+	// Ready: each claim's time from its creation until the poll that saw it Ready.
+	ready := make([]time.Duration, n)
+	err := wait.PollUntilContextTimeout(t.Context(), time.Second, loadTimeout(n), true, func(context.Context) (bool, error) {
+		all := true
+		for i, k := range ks {
+			if ready[i] != 0 {
+				continue
+			}
+			u, err := cp.dyn.Resource(k.api.tenant).Namespace(k.ns).Get(k.ctx, k.name, metav1.GetOptions{})
+			if err == nil && conditionStatus(u, "Ready") == "True" {
+				ready[i] = time.Since(u.GetCreationTimestamp().Time)
+			}
+			all = all && ready[i] != 0
+		}
+		return all, nil
+	})
+	walked := time.Since(start)
+	walk := scrapeCrossplane(t)
+	walkFn, walkCore := fn.cpu(t)-fnCPU, core.cpu(t)-coreCPU
+	if err != nil {
+		var waiting []string
+		for i, k := range ks {
+			if ready[i] == 0 {
+				waiting = append(waiting, k.String()+": "+conditionsText(k.get()))
+			}
+		}
+		t.Fatalf("%d of %d claims not Ready after %s:\n%s", len(waiting), n, loadTimeout(n), strings.Join(waiting, "\n"))
+	}
+	p50, p95, most := percentile(ready, 50), percentile(ready, 95), percentile(ready, 100)
+	fmt.Printf("load: %d claims Ready %.0fs after the first was created; each from its creation: p50 %.0fs p95 %.0fs max %.0fs\n",
+		n, walked.Seconds(), p50.Seconds(), p95.Seconds(), most.Seconds())
+	fmt.Printf("load: walk: %s\n", figures(walk.since(before), walkFn, walkCore, fn, core, t))
+
+	assertNothingShared(t, ks)
+
+	// Settled: every claim Ready, nothing changing; the function answers from its cache.
+	fnCPU, coreCPU = fn.cpu(t), core.cpu(t)
+	time.Sleep(settle)
+	settled := scrapeCrossplane(t)
+	settledFn, settledCore := fn.cpu(t)-fnCPU, core.cpu(t)-coreCPU
+	fmt.Printf("load: settled %s: %s\n", settle, figures(settled.since(walk), settledFn, settledCore, fn, core, t))
+
+	// Deleted: every claim at once, until each, its XR and all it composed are gone.
+	start = time.Now()
+	for _, k := range ks {
+		k.delete()
+	}
+	err = wait.PollUntilContextTimeout(t.Context(), 2*time.Second, loadTimeout(n), true, func(context.Context) (bool, error) {
+		for _, k := range ks {
+			if k.exists() {
+				return false, nil
+			}
+			if _, err := k.xrResource().Get(k.ctx, k.xr.name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+				return false, nil
+			}
+			if all, err := composedOf(k.ctx, cp, k.xr); err != nil || len(all) > 0 {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("the %d claims were not all gone after %s", n, loadTimeout(n))
+	}
+	gone := scrapeCrossplane(t)
+	fmt.Printf("load: %d claims deleted: everything gone in %.0fs\n", n, time.Since(start).Seconds())
+
+	errs := gone.errors() - before.errors()
+	if errs > 0 {
+		t.Errorf("the function answered %v times with an error or a Fatal result", errs)
+	}
+	per := settled.since(walk).perReconcile(settledFn)
+	fmt.Printf("load: %d claims, ready p50 %.0fs p95 %.0fs max %.0fs, errors %.0f, fn cpu-ms/reconcile %.2f, fn rss %.0f MiB\n",
+		n, p50.Seconds(), p95.Seconds(), most.Seconds(), errs, per, fn.rss(t, "VmRSS"))
+}
+
+// declareLoadClusters adds n clusters, load-000 and on, to the tenancy of the claim API's
+// Composition as the suite installed it, each claimable from a namespace of its own name and
+// reached through a provider-kubernetes ProviderConfig of its own; it returns their names. They
+// share prod-eu's account and region, so the input scopes subnets to their cluster
+// (nodes.subnetClusterTag), as the function requires of a platform. The Composition is put back
+// as it was when the test ends.
+func declareLoadClusters(t *testing.T, n int) []string {
+	t.Helper()
+	ctx := t.Context()
+	_, shipped, err := claimAPI.read("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	compositions := gvr("apiextensions.crossplane.io", "v1", "compositions")
+	revisions := gvr("apiextensions.crossplane.io", "v1", "compositionrevisions")
+	live, err := cp.dyn.Resource(compositions).Get(ctx, shipped.GetName(), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, _, _ := unstructured.NestedMap(live.DeepCopy().Object, "spec")
+	t.Cleanup(func() {
+		u, err := cp.dyn.Resource(compositions).Get(context.Background(), shipped.GetName(), metav1.GetOptions{})
+		if err == nil {
+			u.Object["spec"] = spec
+			_, err = cp.dyn.Resource(compositions).Update(context.Background(), u, metav1.UpdateOptions{})
+		}
+		if err != nil {
+			t.Errorf("cannot put the Composition back: %v", err)
+		}
+	})
+
+	pipeline, _, _ := unstructured.NestedSlice(live.Object, "spec", "pipeline")
+	input, _, _ := unstructured.NestedMap(pipeline[0].(map[string]any), "input")
+	declared, _, _ := unstructured.NestedSlice(input, "tenancy", "clusters")
+	var names []string
+	for i := range n {
+		name := fmt.Sprintf("load-%03d", i)
+		names = append(names, name)
+		declared = append(declared, map[string]any{
+			"name": name, "account": testAccount, "region": "eu-west-3", "namespaces": []any{name},
+			"nodeIdentity": map[string]any{"roleArn": "arn:aws:iam::" + testAccount + ":role/" + name + "-nodes", "instanceProfile": name + "-nodes"},
+		})
+		pc := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "kubernetes.crossplane.io/v1alpha1", "kind": "ProviderConfig", "metadata": map[string]any{"name": name},
+			"spec": map[string]any{"credentials": map[string]any{"source": "Secret",
+				"secretRef": map[string]any{"namespace": "crossplane-system", "name": name + "-cluster", "key": "kubeconfig"}}},
+		}}
+		if err := cp.apply(ctx, pc); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = cp.dyn.Resource(gvr("kubernetes.crossplane.io", "v1alpha1", "providerconfigs")).Delete(context.Background(), name, metav1.DeleteOptions{})
+		})
+	}
+	_ = unstructured.SetNestedSlice(input, declared, "tenancy", "clusters")
+	_ = unstructured.SetNestedMap(input, map[string]any{"key": "kubernetes.io/cluster/{cluster}", "value": "*"}, "nodes", "subnetClusterTag")
+	_ = unstructured.SetNestedMap(pipeline[0].(map[string]any), input, "input")
+	_ = unstructured.SetNestedSlice(live.Object, pipeline, "spec", "pipeline")
+
+	// crossplane/apis v2.4.0 apiextensions/v1 composition_revision_types.go, LabelCompositionName.
+	selector := metav1.ListOptions{LabelSelector: "crossplane.io/composition-name=" + shipped.GetName()}
+	had, err := cp.dyn.Resource(revisions).List(ctx, selector)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cp.dyn.Resource(compositions).Update(ctx, live, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("the API server refused the Composition with %d clusters more: %v", n, err)
+	}
+	// A claim created before Crossplane has the new revision would start on the old one.
+	if err := waitFor(ctx, time.Minute, "a CompositionRevision of the tenancy with the load clusters", func() (bool, error) {
+		l, err := cp.dyn.Resource(revisions).List(ctx, selector)
+		return err == nil && len(l.Items) > len(had.Items), nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return names
+}
+
+// assertNothingShared checks that every claim composed every resource, each controlled by its
+// own XR, and that no object and no AWS identifier is composed by two claims.
+func assertNothingShared(t *testing.T, ks []*karpenter) {
+	t.Helper()
+	objects, ids := map[string]string{}, map[string]string{}
+	for _, k := range ks {
+		resources, usages := k.composed()
+		if !equalSets(sortedKeys(resources), allNames()) {
+			t.Errorf("%s: want every resource composed, got %v", k, sortedKeys(resources))
+		}
+		xrUID := string(k.getXR().GetUID())
+		for _, set := range []map[string]*unstructured.Unstructured{resources, usages} {
+			for _, name := range sortedKeys(set) {
+				u := set[name]
+				id := fmt.Sprintf("%s %s %s/%s", u.GetAPIVersion(), u.GetKind(), u.GetNamespace(), u.GetName())
+				if other, clash := objects[id]; clash {
+					t.Errorf("%s is composed by both %s and %s", id, other, k)
+				}
+				objects[id] = k.String()
+				if ref := controllerOf(u); ref != xrUID {
+					t.Errorf("%s (%s of %s) is controlled by %q, not by its XR %s", id, name, k, ref, xrUID)
+				}
+			}
+		}
+		for id := range awsIdentities(t, resources) {
+			if other, clash := ids[id]; clash {
+				t.Errorf("AWS identifier %q is used by both %s and %s", id, other, k)
+			}
+			ids[id] = k.String()
+		}
+	}
+	fmt.Printf("load: %d claims composed %d objects and %d AWS identifiers, none shared\n", len(ks), len(objects), len(ids))
+}
+
+// loadTimeout is how long n claims may take to get Ready, or to go: generous, since it is the
+// figures that tell how long it really took.
+func loadTimeout(n int) time.Duration { return 5*time.Minute + time.Duration(n)*6*time.Second }
+
+// percentile is the nearest-rank percentile p of ds.
+func percentile(ds []time.Duration, p float64) time.Duration {
+	s := slices.Sorted(slices.Values(ds))
+	return s[max(0, int(math.Ceil(p/100*float64(len(s))))-1)]
+}
+
+func figures(m metrics, fnCPU, coreCPU time.Duration, fn, core *proc, t *testing.T) string {
+	return fmt.Sprintf("%.0f reconciles, %.0f function calls; fn cpu-ms/reconcile %.2f, fn rss %.0f MiB (peak %.0f); core cpu-ms/reconcile %.2f, core rss %.0f MiB; circuit breaker opened %.0f times",
+		m.reconciles(), m.calls(), m.perReconcile(fnCPU), fn.rss(t, "VmRSS"), fn.rss(t, "VmHWM"), m.perReconcile(coreCPU), core.rss(t, "VmRSS"), m.opens())
+}
+
+func envInt(t *testing.T, name string, def int) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		t.Fatalf("%s=%q: want a positive number", name, v)
+	}
+	return n
+}
+
+func envDuration(t *testing.T, name string, def time.Duration) time.Duration {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		t.Fatalf("%s=%q: %v", name, v, err)
+	}
+	return d
+}
+
+// process is the suite's process of that name.
+func (c *controlPlane) process(t *testing.T, name string) *proc {
+	t.Helper()
+	for _, p := range c.procs {
+		if p.name == name {
+			return p
+		}
+	}
+	t.Fatalf("the suite runs no process %q", name)
+	return nil
+}
+
+// cpu is the process's user and system CPU so far, from /proc/<pid>/stat (clock ticks of 10ms).
+func (p *proc) cpu(t *testing.T) time.Duration {
+	t.Helper()
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The fields after the command's closing parenthesis: utime and stime are the 14th and 15th.
+	fields := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+2:]))
+	utime, _ := strconv.ParseInt(fields[11], 10, 64)
+	stime, _ := strconv.ParseInt(fields[12], 10, 64)
+	return time.Duration(utime+stime) * 10 * time.Millisecond
+}
+
+// rss is a memory figure of /proc/<pid>/status, in MiB: VmRSS (now) or VmHWM (peak).
+func (p *proc) rss(t *testing.T, field string) float64 {
+	t.Helper()
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for s := bufio.NewScanner(f); s.Scan(); {
+		if v, ok := strings.CutPrefix(s.Text(), field+":"); ok {
+			kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
+			return kb / 1024
+		}
+	}
+	t.Fatalf("no %s in /proc/%d/status", field, p.cmd.Process.Pid)
+	return 0
+}
+
+// metrics are the samples of Crossplane core's Prometheus endpoint, by metric name and labels.
+type metrics map[string]float64
+
+// scrapeCrossplane reads Crossplane core's metrics (crossplane v2.4.2: controller-runtime's
+// controller_runtime_reconcile_total, internal/xfn function_run_function_request_total and
+// _response_total, internal/circuit circuit_breaker_opens_total).
+func scrapeCrossplane(t *testing.T) metrics {
+	t.Helper()
+	rsp, err := http.Get(cp.crossplaneMetrics)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rsp.Body.Close()
+	m := metrics{}
+	for s := bufio.NewScanner(rsp.Body); s.Scan(); {
+		line := s.Text()
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			continue
+		}
+		m[line[:i]] = v
+	}
+	return m
+}
+
+// since is m less what earlier had.
+func (m metrics) since(earlier metrics) metrics {
+	out := metrics{}
+	for k, v := range m {
+		out[k] = v - earlier[k]
+	}
+	return out
+}
+
+// sum adds the samples of a metric whose labels contain every one of labels.
+func (m metrics) sum(name string, labels ...string) float64 {
+	var total float64
+	for k, v := range m {
+		if k != name && !strings.HasPrefix(k, name+"{") {
+			continue
+		}
+		if slices.ContainsFunc(labels, func(l string) bool { return !strings.Contains(k, l) }) {
+			continue
+		}
+		total += v
+	}
+	return total
+}
+
+// reconciles are the claims' XRs' reconciles (Crossplane's composite controller of XKarpenters).
+func (m metrics) reconciles() float64 {
+	return m.sum("controller_runtime_reconcile_total", `controller="composite/xkarpenters.`)
+}
+
+func (m metrics) calls() float64 { return m.sum("function_run_function_request_total") }
+
+func (m metrics) opens() float64 { return m.sum("circuit_breaker_opens_total") }
+
+// errors are the function's answers that were an error or carried a Fatal result.
+func (m metrics) errors() float64 {
+	return m.sum("function_run_function_response_total") - m.sum("function_run_function_response_total", `grpc_code="OK"`) +
+		m.sum("function_run_function_response_total", `grpc_code="OK"`, `result_severity="Fatal"`)
+}
+
+// perReconcile is cpu spread over m's reconciles, in milliseconds.
+func (m metrics) perReconcile(cpu time.Duration) float64 {
+	if r := m.reconciles(); r > 0 {
+		return float64(cpu.Milliseconds()) / r
+	}
+	return math.NaN()
+}
