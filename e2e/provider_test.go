@@ -478,21 +478,37 @@ func (f *fakeProvider) updateStatus(ctx context.Context, k composedKind, u *unst
 	return err
 }
 
-// sameStatus compares two statuses as JSON, ignoring when conditions last changed.
+// sameStatus compares two statuses as JSON, ignoring when conditions last changed: the
+// Object's own, and those of the object it observes in the claimed cluster (a Kustomization's),
+// whose lastTransitionTime the fake writes as the time of each poll. A real controller moves it
+// only when the condition's status changes (metav1.Condition), so rewriting the status for it
+// alone would change what Crossplane observes, and sends the function, every second.
 func sameStatus(a, b any) bool {
+	var strip func(v any)
+	strip = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, e := range v {
+				if conds, ok := e.([]any); ok && k == "conditions" {
+					for _, c := range conds {
+						if cm, ok := c.(map[string]any); ok {
+							delete(cm, "lastTransitionTime")
+						}
+					}
+				}
+				strip(e)
+			}
+		case []any:
+			for _, e := range v {
+				strip(e)
+			}
+		}
+	}
 	norm := func(v any) any {
 		var out any
 		raw, _ := json.Marshal(v)
 		_ = json.Unmarshal(raw, &out)
-		if m, ok := out.(map[string]any); ok {
-			if conds, ok := m["conditions"].([]any); ok {
-				for _, c := range conds {
-					if cm, ok := c.(map[string]any); ok {
-						delete(cm, "lastTransitionTime")
-					}
-				}
-			}
-		}
+		strip(out)
 		return out
 	}
 	return reflect.DeepEqual(norm(a), norm(b))
