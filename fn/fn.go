@@ -42,6 +42,8 @@ type Function struct {
 	fnv1.UnimplementedFunctionRunnerServiceServer
 
 	log logging.Logger
+	// debug: log each call's outcome (whether answered from the cache).
+	debug bool
 	// cache, when set, answers a request answered before with the same
 	// response (see internal/cache).
 	cache *cache.Responses
@@ -63,7 +65,9 @@ type Function struct {
 func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) (*fnv1.RunFunctionResponse, error) {
 	if rsp, ok := f.pending.LoadAndDelete(req); ok {
 		// Found in the cache as the request was decoded (see wire).
-		f.log.Debug("answered from the cache", "xr", cache.XR(req), "tag", req.GetMeta().GetTag())
+		if f.debug {
+			f.log.Debug("answered from the cache", "xr", cache.XR(req), "tag", req.GetMeta().GetTag())
+		}
 		return rsp.(*fnv1.RunFunctionResponse), nil
 	}
 	objects, _ := f.decoded.LoadAndDelete(req)
@@ -86,11 +90,15 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 		return rsp, nil
 	}
 	if rsp, ok := f.cache.Get(key); ok {
-		f.log.Debug("answered from the cache", "xr", cache.XR(req), "tag", req.GetMeta().GetTag())
+		if f.debug {
+			f.log.Debug("answered from the cache", "xr", cache.XR(req), "tag", req.GetMeta().GetTag())
+		}
 		return rsp, nil
 	}
 	rsp, kind := f.compose(req, observed)
-	f.log.Debug("composed", "xr", cache.XR(req), "tag", req.GetMeta().GetTag(), "answer", string(kind))
+	if f.debug {
+		f.log.Debug("composed", "xr", cache.XR(req), "tag", req.GetMeta().GetTag(), "answer", string(kind))
+	}
 	if kind != paced {
 		// An XR's first call and its composed answer each have a slot of
 		// their own, so a reconcile of two calls evicts neither.

@@ -27,7 +27,7 @@ func (c *CLI) Run() error {
 	if err != nil {
 		return err
 	}
-	f := &Function{log: log}
+	f := &Function{log: log, debug: c.Debug}
 	if c.CachedXRs > 0 {
 		// An XR holds at most two answers: its composed one, and its first
 		// call's when Crossplane asks twice in a reconcile.
