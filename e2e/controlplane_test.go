@@ -62,6 +62,8 @@ type controlPlane struct {
 	functionAddr string
 	// crossplaneMetrics is Crossplane core's Prometheus endpoint.
 	crossplaneMetrics string
+	// functionMetrics is the function's Prometheus endpoint.
+	functionMetrics string
 	// kubeconfigSecrets: for each cluster the tenancy declares, the Secret in crossplane-system
 	// (key kubeconfig) its provider-kubernetes configs name (installDelivery).
 	kubeconfigSecrets map[string]string

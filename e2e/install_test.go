@@ -321,7 +321,7 @@ func (c *controlPlane) installUsageWebhook(ctx context.Context, crds string, por
 // startFunction serves the function binary on loopback with mTLS: its serving certificate
 // (IP SAN 127.0.0.1) and Crossplane's client certificate come from the same test CA.
 func (c *controlPlane) startFunction(ctx context.Context) error {
-	port, err := freePort()
+	ports, err := freePorts(2)
 	if err != nil {
 		return err
 	}
@@ -333,8 +333,11 @@ func (c *controlPlane) startFunction(ctx context.Context) error {
 	if err := c.ca.writeTLSDir(dir, kp); err != nil {
 		return err
 	}
-	c.functionAddr = fmt.Sprintf("127.0.0.1:%d", port)
-	p, err := startProc(c.logDir, "function", nil, c.bins.function, "--debug", "--tls-certs-dir="+dir, "--address="+c.functionAddr)
+	c.functionAddr = fmt.Sprintf("127.0.0.1:%d", ports[0])
+	metrics := fmt.Sprintf("127.0.0.1:%d", ports[1])
+	c.functionMetrics = "http://" + metrics + "/metrics"
+	p, err := startProc(c.logDir, "function", nil, c.bins.function, "--debug", "--tls-certs-dir="+dir, "--address="+c.functionAddr,
+		"--metrics-address="+metrics)
 	if err != nil {
 		return err
 	}

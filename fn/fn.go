@@ -16,6 +16,7 @@ import (
 	"github.com/crossplane/function-sdk-go/resource"
 	cd "github.com/crossplane/function-sdk-go/resource/composed"
 	"github.com/crossplane/function-sdk-go/response"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
 	grpcstatus "google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -56,6 +57,27 @@ type Function struct {
 	// decoded holds the observed composed resources of each request the
 	// gRPC codec decoded apart (see observedApart), by request.
 	decoded sync.Map
+	// answers counts the calls answered, by how (see answersMetric); nil
+	// when not served.
+	answers *prometheus.CounterVec
+}
+
+// answersMetric counts RunFunction's answers by how each was made: "cache"
+// (a request answered before, unchanged) or "composed". A settled XR's
+// reconciles should all be "cache"; one that keeps being composed is changing
+// (docs/operating.md). Served beside the SDK's gRPC metrics.
+func answersMetric() *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "function_karpenter_answers_total",
+		Help: "RunFunction answers, by how each was made: from the cache (an unchanged request) or composed.",
+	}, []string{"from"})
+}
+
+// answered counts one answer made from (cache or composed).
+func (f *Function) answered(from string) {
+	if f.answers != nil {
+		f.answers.WithLabelValues(from).Inc()
+	}
 }
 
 // RunFunction reads the XR and what exists, and answers with the resources of
@@ -64,9 +86,11 @@ type Function struct {
 // shared with the cache: callers must not modify it.
 func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) (*fnv1.RunFunctionResponse, error) {
 	if rsp, ok := f.pending.LoadAndDelete(req); ok {
-		// Found in the cache as the request was decoded (see wire).
+		// Found in the cache as the request was decoded (see wire): the
+		// request holds only its tag, so the log names no XR.
+		f.answered("cache")
 		if f.debug {
-			f.log.Debug("answered from the cache", "xr", cache.XR(req), "tag", req.GetMeta().GetTag())
+			f.log.Debug("answered from the cache", "tag", req.GetMeta().GetTag())
 		}
 		return rsp.(*fnv1.RunFunctionResponse), nil
 	}
@@ -81,21 +105,25 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 	}
 	if f.cache == nil {
 		rsp, _ := f.compose(req, observed)
+		f.answered("composed")
 		return rsp, nil
 	}
 	key, err := cache.Key(req)
 	if err != nil {
 		// Not cacheable, still answerable.
 		rsp, _ := f.compose(req, observed)
+		f.answered("composed")
 		return rsp, nil
 	}
 	if rsp, ok := f.cache.Get(key); ok {
+		f.answered("cache")
 		if f.debug {
 			f.log.Debug("answered from the cache", "xr", cache.XR(req), "tag", req.GetMeta().GetTag())
 		}
 		return rsp, nil
 	}
 	rsp, kind := f.compose(req, observed)
+	f.answered("composed")
 	if f.debug {
 		f.log.Debug("composed", "xr", cache.XR(req), "tag", req.GetMeta().GetTag(), "answer", string(kind))
 	}

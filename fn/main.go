@@ -5,6 +5,7 @@ package main
 import (
 	"github.com/alecthomas/kong"
 	"github.com/crossplane/function-sdk-go"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/do-now/function-karpenter/internal/cache"
 )
@@ -18,6 +19,7 @@ type CLI struct {
 	TLSCertsDir        string `env:"TLS_SERVER_CERTS_DIR" help:"Directory containing server certs (tls.key, tls.crt) and the CA used to verify client certificates (ca.crt)"`
 	Insecure           bool   `help:"Run without mTLS credentials. If you supply this flag --tls-certs-dir will be ignored."`
 	MaxRecvMessageSize int    `default:"4" help:"Maximum size of received messages in MB."`
+	MetricsAddress     string `default:":8080" help:"Address at which to serve Prometheus metrics (the SDK's gRPC server metrics and function_karpenter_answers_total); empty: none."`
 	CachedXRs          int    `default:"1000" help:"How many XRs' last answers to keep, to answer a settled XR's unchanged request without composing it again (0: no cache)."`
 }
 
@@ -33,8 +35,13 @@ func (c *CLI) Run() error {
 		// call's when Crossplane asks twice in a reconcile.
 		f.cache = cache.New(2 * c.CachedXRs)
 	}
+	if c.MetricsAddress != "" {
+		f.answers = answersMetric()
+		prometheus.MustRegister(f.answers)
+	}
 	serveWire(f)
 	return function.Serve(f,
+		function.WithMetricsServer(c.MetricsAddress),
 		function.Listen(c.Network, c.Address),
 		function.MTLSCertificates(c.TLSCertsDir),
 		function.Insecure(c.Insecure),

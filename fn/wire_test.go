@@ -13,6 +13,7 @@ import (
 	"github.com/crossplane/function-sdk-go/resource"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/encoding"
@@ -76,7 +77,7 @@ func TestWireServesWhatTheFunctionAnswers(t *testing.T) {
 	// as its key, and its answer put aside for RunFunction — which must
 	// serve it even when another XR's answer evicted it from the cache in
 	// between.
-	f = &Function{log: logging.NewNopLogger(), cache: cache.New(1)}
+	f = &Function{log: logging.NewNopLogger(), cache: cache.New(1), answers: answersMetric()}
 	w = wire{f: f, proto: encoding.GetCodecV2("proto")}
 	req := settled(aRequest(t)).observing(benchStates(t)[2].observed).build()
 	raw, err := proto.Marshal(req)
@@ -112,6 +113,12 @@ func TestWireServesWhatTheFunctionAnswers(t *testing.T) {
 	}
 	if _, left := f.pending.Load(again); left {
 		t.Error("the response put aside stays after it was served")
+	}
+	// Two composed (the first request, the other XR's), one from the cache.
+	for from, want := range map[string]float64{"composed": 2, "cache": 1} {
+		if got := testutil.ToFloat64(f.answers.WithLabelValues(from)); got != want {
+			t.Errorf("function_karpenter_answers_total{from=%q} = %v, want %v", from, got, want)
+		}
 	}
 	encoded, err := w.Marshal(rsp)
 	if err != nil {
