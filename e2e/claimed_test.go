@@ -26,12 +26,13 @@ import (
 )
 
 // A claimed cluster is a second control plane on loopback standing for one cluster a tenant
-// claims: its own etcd, kube-apiserver (with its own audit log) and kube-controller-manager
-// (namespaces and garbage collection), with the CRDs of what the function puts there: Flux's
-// Kustomization and Karpenter's NodePool, EC2NodeClass and NodeClaim. The real
-// provider-kubernetes applies the function's Objects to it through the kubeconfig Secret its
-// ProviderConfig names. What runs in a real claimed cluster and not here is played by
-// standIns, named as stand-ins: the kubelet, Flux, Karpenter.
+// claims: its own etcd, kube-apiserver (with its own audit log), kube-controller-manager
+// (namespaces and garbage collection) and kube-scheduler, with the CRDs of what the function
+// puts there: Flux's Kustomization and Karpenter's NodePool, EC2NodeClass and NodeClaim. Its
+// nodes are kwok's (sigs.k8s.io/kwok): the scheduler binds pods to them and kwok plays their
+// kubelet (startNodes). The real provider-kubernetes applies the function's Objects to it
+// through the kubeconfig Secret its ProviderConfig names. What runs in a real claimed cluster
+// and not here is played by standIns, named as stand-ins: Flux, Karpenter.
 type claimedCluster struct {
 	name string
 	*controlPlane
@@ -49,6 +50,7 @@ var (
 func startClaimedCluster(ctx context.Context, name string) (*claimedCluster, error) {
 	c := &claimedCluster{name: name, controlPlane: &controlPlane{
 		dir: filepath.Join(cp.dir, "claimed-"+name), logDir: filepath.Join(cp.logDir, "claimed-"+name), bins: cp.bins,
+		nodes: true,
 	}}
 	if err := os.MkdirAll(c.logDir, 0o755); err != nil {
 		return nil, err
@@ -65,7 +67,151 @@ func startClaimedCluster(ctx context.Context, name string) (*claimedCluster, err
 	if err := c.installCRDs(ctx, crds...); err != nil {
 		return c, err
 	}
-	return c, c.ensureNamespace(ctx, "flux-system")
+	if err := c.ensureNamespace(ctx, "flux-system"); err != nil {
+		return c, err
+	}
+	started := len(c.procs)
+	err = c.startNodes(ctx)
+	cp.procs = append(cp.procs, c.procs[started:]...)
+	return c, err
+}
+
+// startNodes starts the claimed cluster's kube-scheduler and kwok (E2E_KWOK), which plays the
+// kubelet of every node of the cluster (it has no real one), and adds a system node: labelled
+// and tainted as the platform's function input says its system nodes are (controller's
+// nodeSelector and tolerations), which is where the access check and the controller run.
+//
+// kwok changes pods and nodes through Stages (kwok v0.8.0, kwok.x-k8s.io/v1alpha1): its
+// binary holds none, so the suite gives it kwok's own, read in place from its module
+// (E2E_KWOK_STAGES, kustomize/stage): a node initialised Ready; a pod bound to it Running and
+// Ready; a pod deleted, confirmed. A bare Pod that never restarts (the access check's) then
+// ends as its container exits: accessCheckStage.
+func (c *claimedCluster) startNodes(ctx context.Context) error {
+	bin, stages := os.Getenv("E2E_KWOK"), os.Getenv("E2E_KWOK_STAGES")
+	if bin == "" || stages == "" {
+		return fmt.Errorf("E2E_KWOK and E2E_KWOK_STAGES must be set: run the suite with `make e2e-test`")
+	}
+	scheduler, err := startProc(c.logDir, "kube-scheduler", nil, c.bins.scheduler,
+		"--kubeconfig="+c.kubeconfig, "--leader-elect=false", "--secure-port=0")
+	if err != nil {
+		return err
+	}
+	c.procs = append(c.procs, scheduler)
+	config := []string{accessCheckStage}
+	for _, f := range []string{"node/fast/node-initialize.yaml", "node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
+		"pod/fast/pod-ready.yaml", "pod/fast/pod-delete.yaml"} {
+		b, err := os.ReadFile(filepath.Join(stages, f))
+		if err != nil {
+			return err
+		}
+		config = append(config, string(b))
+	}
+	path := filepath.Join(c.dir, "kwok.yaml")
+	if err := os.WriteFile(path, []byte(strings.Join(config, "\n---\n")), 0o644); err != nil {
+		return err
+	}
+	// Its nodes renew their Lease, as a kubelet does, so the node lifecycle controller keeps
+	// them Ready (kube-controller-manager's default grace period is 50s).
+	kwok, err := startProc(c.logDir, "kwok", nil, bin, "--kubeconfig="+c.kubeconfig, "--config="+path, "--manage-all-nodes=true",
+		"--node-lease-duration-seconds=40")
+	if err != nil {
+		return err
+	}
+	c.procs = append(c.procs, kwok)
+	return c.addSystemNode(ctx, "system-0")
+}
+
+// accessCheckStage is the suite's own kwok Stage for the access check's Pod, whose container
+// runs a script kwok cannot run: a running Pod that never restarts (restartPolicy Never) and
+// belongs to no controller succeeds, its container terminated with exit code 0, as the kubelet
+// reports a finished Pod (podStatus).
+const accessCheckStage = `apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: access-check-exits
+spec:
+  resourceRef:
+    apiGroup: v1
+    kind: Pod
+  selector:
+    matchExpressions:
+    - key: .metadata.deletionTimestamp
+      operator: DoesNotExist
+    - key: .metadata.ownerReferences
+      operator: DoesNotExist
+    - key: .spec.restartPolicy
+      operator: In
+      values: [Never]
+    - key: .status.phase
+      operator: In
+      values: [Running]
+  next:
+    statusTemplate: |
+      {{ $now := Now }}
+      phase: Succeeded
+      conditions:
+      - type: Ready
+        status: "False"
+        reason: PodCompleted
+        lastTransitionTime: {{ $now | Quote }}
+      - type: ContainersReady
+        status: "False"
+        reason: PodCompleted
+        lastTransitionTime: {{ $now | Quote }}
+      containerStatuses:
+      {{ range .spec.containers }}
+      - name: {{ .name | Quote }}
+        image: {{ .image | Quote }}
+        ready: false
+        started: false
+        restartCount: 0
+        state:
+          terminated:
+            exitCode: 0
+            reason: Completed
+            startedAt: {{ $now | Quote }}
+            finishedAt: {{ $now | Quote }}
+      {{ end }}
+`
+
+// addSystemNode adds a node kwok manages, labelled with the platform's controller nodeSelector
+// and tainted with a NoSchedule taint for each of its controller tolerations (the claim API's
+// shipped Composition), and waits until kwok has it Ready and the node lifecycle controller has
+// lifted the not-ready taint the API server put on it.
+func (c *claimedCluster) addSystemNode(ctx context.Context, name string) error {
+	input, err := shippedInput(claimAPI)
+	if err != nil {
+		return err
+	}
+	selector, _, _ := unstructured.NestedStringMap(input, "controller", "nodeSelector")
+	tolerations, _, _ := unstructured.NestedSlice(input, "controller", "tolerations")
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: selector,
+		Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"}}}
+	for _, tol := range tolerations {
+		m := tol.(map[string]any)
+		key, _ := m["key"].(string)
+		value, _ := m["value"].(string)
+		effect, _ := m["effect"].(string)
+		if effect == "" {
+			effect = string(corev1.TaintEffectNoSchedule)
+		}
+		node.Spec.Taints = append(node.Spec.Taints, corev1.Taint{Key: key, Value: value, Effect: corev1.TaintEffect(effect)})
+	}
+	if _, err := c.kube.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	return waitFor(ctx, time.Minute, "kwok's node "+name+" Ready and schedulable", func() (bool, error) {
+		n, err := c.kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		if slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == corev1.TaintNodeNotReady }) {
+			return false, nil
+		}
+		return slices.ContainsFunc(n.Status.Conditions, func(c corev1.NodeCondition) bool {
+			return c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue
+		}), nil
+	})
 }
 
 // claimedCRDs are the files of the CRDs a claimed cluster holds: Flux's Kustomization from
@@ -180,38 +326,17 @@ func startProviderKubernetes(ctx context.Context) (*proc, error) {
 }
 
 // standIns plays, in the claimed cluster, the parts of a real one that cannot run here, and
-// nothing more, every 200ms until ctx ends:
-//   - the kubelet, for the access check's Pod: it runs and succeeds (status as a kubelet writes
-//     it for a finished Pod, podStatus);
-//   - Flux's kustomize-controller, for each Kustomization: its finalizer while it lives, its
-//     Ready status for the generation it holds (as kustomize-controller reports a revision
-//     applied), the finalizer released on deletion. It applies nothing: the claimed cluster
-//     holds no NodePool, so the observers find none.
+// nothing more, every 200ms until ctx ends: Flux's kustomize-controller, for each
+// Kustomization: its finalizer while it lives, its Ready status for the generation it holds (as
+// kustomize-controller reports a revision applied), the finalizer released on deletion. It
+// applies nothing: the claimed cluster holds no NodePool, so the observers find none.
 func (c *claimedCluster) standIns(ctx context.Context) {
 	for ctx.Err() == nil {
-		c.kubelet(ctx)
 		c.flux(ctx)
 		select {
 		case <-ctx.Done():
 		case <-time.After(200 * time.Millisecond):
 		}
-	}
-}
-
-func (c *claimedCluster) kubelet(ctx context.Context) {
-	pods, err := c.dyn.Resource(podGVR).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return
-	}
-	for i := range pods.Items {
-		pod := &pods.Items[i]
-		if phase, _, _ := unstructured.NestedString(pod.Object, "status", "phase"); pod.GetDeletionTimestamp() != nil || (phase != "" && phase != string(corev1.PodPending)) {
-			continue
-		}
-		created := pod.GetCreationTimestamp().Time
-		pod.Object["status"] = podStatus(pod, remotePod{uid: pod.GetUID(), created: created, started: created, finished: time.Now(),
-			phase: string(corev1.PodSucceeded), reason: "Completed"})
-		_, _ = c.dyn.Resource(podGVR).Namespace(pod.GetNamespace()).UpdateStatus(ctx, pod, metav1.UpdateOptions{})
 	}
 }
 
@@ -267,7 +392,7 @@ func (c *claimedCluster) remote(ctx context.Context, o *unstructured.Unstructure
 // it with the real provider-kubernetes between the function and a real claimed cluster: the
 // claim's for prod-eu (team-a), the namespaced XR's for prod-us (team-b), each its own control
 // plane. The e2e's fake still plays provider-aws, and stops playing provider-kubernetes while
-// this test runs; the kubelet and Flux are stand-ins in the claimed clusters (standIns). It
+// this test runs; kwok plays the claimed clusters' kubelets, and Flux is a stand-in (standIns). It
 // proves that the function's readiness rules hold on what the real provider writes: every step
 // goes Ready, each Object's observed manifest is the claimed cluster's object (same UID), and the
 // observe-only Objects stay harmless when the claimed cluster holds nothing to observe.
@@ -346,6 +471,17 @@ func testRealProviderKubernetes(t *testing.T, c *karpenter, claimed *claimedClus
 		}
 	}
 	t.Logf("Ready; applied to %s by provider-kubernetes and observed back: %s", claimed.name, strings.Join(applied, ", "))
+	// The access check ran where the platform's system nodes are: kube-scheduler bound its Pod
+	// to the system node (nodeSelector, tolerations, not on Karpenter's nodes), and kwok ran it.
+	pods, err := claimed.kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	if err != nil || len(pods.Items) == 0 {
+		t.Errorf("the claimed cluster %s holds no Pod (%v)", claimed.name, err)
+	}
+	for _, p := range pods.Items {
+		if p.Spec.NodeName != "system-0" || p.Status.Phase != corev1.PodSucceeded {
+			t.Errorf("%s/%s: on node %q, %s; want bound to the system node and Succeeded", p.Namespace, p.Name, p.Spec.NodeName, p.Status.Phase)
+		}
+	}
 	if cond := c.condition(poolsCondition); cond == nil || cond["status"] != "Unknown" {
 		t.Errorf("with no NodePool in the claimed cluster, %s must be Unknown, got %v", poolsCondition, cond)
 	}

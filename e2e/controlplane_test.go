@@ -22,7 +22,7 @@ import (
 
 // binaries are the programs the suite runs, built by hack/e2e.mk and passed in the environment.
 type binaries struct {
-	etcd, apiserver, controllerManager, crossplane, function string
+	etcd, apiserver, controllerManager, scheduler, crossplane, function string
 }
 
 func binariesFromEnv() (binaries, error) {
@@ -30,11 +30,12 @@ func binariesFromEnv() (binaries, error) {
 		etcd:              os.Getenv("E2E_ETCD"),
 		apiserver:         os.Getenv("E2E_KUBE_APISERVER"),
 		controllerManager: os.Getenv("E2E_KUBE_CONTROLLER_MANAGER"),
+		scheduler:         os.Getenv("E2E_KUBE_SCHEDULER"),
 		crossplane:        os.Getenv("E2E_CROSSPLANE"),
 		function:          os.Getenv("E2E_FUNCTION"),
 	}
 	for name, p := range map[string]string{"E2E_ETCD": b.etcd, "E2E_KUBE_APISERVER": b.apiserver,
-		"E2E_KUBE_CONTROLLER_MANAGER": b.controllerManager, "E2E_CROSSPLANE": b.crossplane, "E2E_FUNCTION": b.function} {
+		"E2E_KUBE_CONTROLLER_MANAGER": b.controllerManager, "E2E_KUBE_SCHEDULER": b.scheduler, "E2E_CROSSPLANE": b.crossplane, "E2E_FUNCTION": b.function} {
 		if p == "" {
 			return b, fmt.Errorf("%s is not set: run the suite with `make e2e-test`", name)
 		}
@@ -52,6 +53,9 @@ type controlPlane struct {
 	bins   binaries
 	ca     *testCA
 	procs  []*proc // in start order; stopped in reverse
+	// nodes: the cluster has nodes, so kube-controller-manager runs the node lifecycle
+	// controller too (a claimed cluster's).
+	nodes bool
 
 	kubeconfig string // admin (system:masters)
 	cfg        *rest.Config
@@ -188,9 +192,15 @@ rules:
 	c.timed("kube-apiserver ready", start)
 
 	// Without the garbage collector, deleting a claim orphans everything it composed; without the
-	// namespace controller a deleted namespace never goes away.
+	// namespace controller a deleted namespace never goes away. Nodes need the node lifecycle
+	// controller: the API server taints every new node not-ready (its TaintNodesByCondition
+	// admission), and only that controller lifts the taint once the node reports Ready.
+	controllers := "garbagecollector,namespace"
+	if c.nodes {
+		controllers += ",nodelifecycle"
+	}
 	kcm, err := startProc(c.logDir, "kube-controller-manager", nil, c.bins.controllerManager,
-		"--kubeconfig="+c.kubeconfig, "--controllers=garbagecollector,namespace",
+		"--kubeconfig="+c.kubeconfig, "--controllers="+controllers,
 		"--leader-elect=false", "--secure-port=0")
 	if err != nil {
 		return err

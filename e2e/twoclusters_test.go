@@ -292,16 +292,25 @@ func awsIdentities(t *testing.T, resources map[string]*unstructured.Unstructured
 // configuration.
 func platformInput(t *testing.T, a *api) map[string]any {
 	t.Helper()
-	_, comp, err := a.read("..")
+	input, err := shippedInput(a)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return input
+}
+
+// shippedInput is platformInput, for callers without a test.
+func shippedInput(a *api) (map[string]any, error) {
+	_, comp, err := a.read("..")
+	if err != nil {
+		return nil, err
+	}
 	pipeline, _, _ := unstructured.NestedSlice(comp.Object, "spec", "pipeline")
 	if len(pipeline) != 1 {
-		t.Fatalf("%s: want one function step, found %d", a.composition, len(pipeline))
+		return nil, fmt.Errorf("%s: want one function step, found %d", a.composition, len(pipeline))
 	}
 	input, _, _ := unstructured.NestedMap(pipeline[0].(map[string]any), "input")
-	return input
+	return input, nil
 }
 
 // requireTenancy fails the test unless the API's shipped Composition's tenancy declares every

@@ -1,7 +1,8 @@
 # hack/e2e.mk: the end-to-end tests' control plane and the target that runs them. Included by the
 # main Makefile after hack/tools.mk.
 #
-# etcd, kube-apiserver, kube-controller-manager, Crossplane core and provider-kubernetes are built
+# etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok, Crossplane core and
+# provider-kubernetes are built
 # from the Go module proxy through wrapper modules under e2e/tools/<name>/ (go.mod and go.sum
 # committed, never tidied here: `go build` runs with -mod=readonly and fails loudly if a sum is
 # missing). Binaries are cached under $(E2E_BIN) with the version in their name and rebuilt only
@@ -17,6 +18,7 @@ E2E_TOOLS_DIR := $(CURDIR)/e2e/tools
 
 E2E_ETCD_VERSION := v3.6.5
 E2E_KUBERNETES_VERSION := v1.35.4
+E2E_KWOK_VERSION := v0.8.0
 E2E_CROSSPLANE_VERSION := v2.4.2
 # provider-kubernetes runs at the version whose CRDs the hub holds (PROVIDER_KUBERNETES, hack/tools.mk):
 # v1.3.1, the newest the module proxy lets us build. v1.4.0 and v1.4.1 need crossplane-runtime
@@ -27,9 +29,12 @@ E2E_PROVIDER_KUBERNETES_VERSION := $(lastword $(subst @, ,$(PROVIDER_KUBERNETES)
 E2E_ETCD := $(E2E_BIN)/etcd-$(E2E_ETCD_VERSION)
 E2E_KUBE_APISERVER := $(E2E_BIN)/kube-apiserver-$(E2E_KUBERNETES_VERSION)
 E2E_KUBE_CONTROLLER_MANAGER := $(E2E_BIN)/kube-controller-manager-$(E2E_KUBERNETES_VERSION)
+E2E_KUBE_SCHEDULER := $(E2E_BIN)/kube-scheduler-$(E2E_KUBERNETES_VERSION)
+E2E_KWOK := $(E2E_BIN)/kwok-$(E2E_KWOK_VERSION)
 E2E_CROSSPLANE := $(E2E_BIN)/crossplane-core-$(E2E_CROSSPLANE_VERSION)
 E2E_PROVIDER_KUBERNETES := $(E2E_BIN)/provider-kubernetes-$(E2E_PROVIDER_KUBERNETES_VERSION)
-E2E_BINARIES := $(E2E_ETCD) $(E2E_KUBE_APISERVER) $(E2E_KUBE_CONTROLLER_MANAGER) $(E2E_CROSSPLANE) $(E2E_PROVIDER_KUBERNETES)
+E2E_BINARIES := $(E2E_ETCD) $(E2E_KUBE_APISERVER) $(E2E_KUBE_CONTROLLER_MANAGER) $(E2E_KUBE_SCHEDULER) $(E2E_KWOK) \
+  $(E2E_CROSSPLANE) $(E2E_PROVIDER_KUBERNETES)
 
 # kubectl and clients parse the server's version; an unstamped build reports v0.0.0-master.
 E2E_KUBE_LDFLAGS := -X k8s.io/component-base/version.gitVersion=$(E2E_KUBERNETES_VERSION) \
@@ -55,6 +60,12 @@ $(E2E_KUBE_APISERVER):
 
 $(E2E_KUBE_CONTROLLER_MANAGER):
 	$(call e2e-build,kubernetes,k8s.io/kubernetes,$(E2E_KUBERNETES_VERSION),k8s.io/kubernetes/cmd/kube-controller-manager,$(E2E_KUBE_LDFLAGS))
+
+$(E2E_KUBE_SCHEDULER):
+	$(call e2e-build,kubernetes,k8s.io/kubernetes,$(E2E_KUBERNETES_VERSION),k8s.io/kubernetes/cmd/kube-scheduler,$(E2E_KUBE_LDFLAGS))
+
+$(E2E_KWOK):
+	$(call e2e-build,kwok,sigs.k8s.io/kwok,$(E2E_KWOK_VERSION),sigs.k8s.io/kwok/cmd/kwok)
 
 $(E2E_CROSSPLANE):
 	$(call e2e-build,crossplane,github.com/crossplane/crossplane/v2,$(E2E_CROSSPLANE_VERSION),github.com/crossplane/crossplane/v2/cmd/crossplane,-X github.com/crossplane/crossplane/v2/internal/version.version=$(E2E_CROSSPLANE_VERSION))
@@ -92,8 +103,11 @@ e2e-test: $(E2E_BINARIES) provider-aws-crds provider-kubernetes-crds flux-crds #
 	@xp=$$(cd $(E2E_TOOLS_DIR)/crossplane && go mod download github.com/crossplane/crossplane/v2 && \
 	    go list -m -f '{{.Dir}}' github.com/crossplane/crossplane/v2) && test -n "$$xp" || exit 1; \
 	test -f "$(E2E_KARPENTER_ZIP)" || { echo "cannot locate the $(E2E_KARPENTER_MODULE) zip" >&2; exit 1; }; \
+	kwok=$$(cd $(E2E_TOOLS_DIR)/kwok && go mod download sigs.k8s.io/kwok && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok) && \
+	  test -n "$$kwok" || exit 1; \
 	cd e2e && E2E_ETCD=$(E2E_ETCD) E2E_KUBE_APISERVER=$(E2E_KUBE_APISERVER) \
-	  E2E_KUBE_CONTROLLER_MANAGER=$(E2E_KUBE_CONTROLLER_MANAGER) E2E_CROSSPLANE=$(E2E_CROSSPLANE) \
+	  E2E_KUBE_CONTROLLER_MANAGER=$(E2E_KUBE_CONTROLLER_MANAGER) E2E_KUBE_SCHEDULER=$(E2E_KUBE_SCHEDULER) \
+	  E2E_KWOK=$(E2E_KWOK) E2E_KWOK_STAGES="$$kwok/kustomize/stage" E2E_CROSSPLANE=$(E2E_CROSSPLANE) \
 	  E2E_PROVIDER_KUBERNETES=$(E2E_PROVIDER_KUBERNETES) E2E_FLUX_KUSTOMIZE_CRDS=$(FLUX_KUSTOMIZE_CRDS) \
 	  E2E_KARPENTER_ZIP=$(E2E_KARPENTER_ZIP) E2E_KARPENTER_MODULE=$(E2E_KARPENTER_MODULE) \
 	  E2E_FUNCTION=$(E2E_FUNCTION) E2E_PROVIDER_AWS_CRDS=$(PROVIDER_AWS_CRDS) \
