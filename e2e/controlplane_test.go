@@ -64,8 +64,8 @@ type controlPlane struct {
 	mapper     *restmapper.DeferredDiscoveryRESTMapper
 
 	functionAddr string
-	// crossplaneMetrics is Crossplane core's Prometheus endpoint.
-	crossplaneMetrics string
+	// crossplaneMetrics is Crossplane core's Prometheus endpoint, crossplaneReadyz its readiness.
+	crossplaneMetrics, crossplaneReadyz string
 	// functionMetrics is the function's Prometheus endpoint.
 	functionMetrics string
 	// kubeconfigSecrets: for each cluster the tenancy declares, the Secret in crossplane-system

@@ -282,8 +282,8 @@ func (c *controlPlane) startCrossplane(ctx context.Context) error {
 	}
 	c.procs = append(c.procs, p)
 	c.crossplaneMetrics = fmt.Sprintf("http://127.0.0.1:%d/metrics", metrics)
-	readyz := fmt.Sprintf("http://127.0.0.1:%d/readyz", health)
-	if err := waitHealthy(ctx, 60*time.Second, "crossplane ready (webhook server started)", p, readyz); err != nil {
+	c.crossplaneReadyz = fmt.Sprintf("http://127.0.0.1:%d/readyz", health)
+	if err := waitHealthy(ctx, 60*time.Second, "crossplane ready (webhook server started)", p, c.crossplaneReadyz); err != nil {
 		return err
 	}
 	c.timed("crossplane core started", start)
@@ -342,6 +342,11 @@ func (c *controlPlane) startFunction(ctx context.Context) error {
 		return err
 	}
 	c.procs = append(c.procs, p)
+	return c.functionListening(ctx, p)
+}
+
+// functionListening waits until the function p accepts connections.
+func (c *controlPlane) functionListening(ctx context.Context, p *proc) error {
 	return waitFor(ctx, 30*time.Second, "function listening on "+c.functionAddr, func() (bool, error) {
 		if done, err := p.exited(); done {
 			return false, fmt.Errorf("function exited: %v", err)

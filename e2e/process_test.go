@@ -18,11 +18,20 @@ import (
 )
 
 // A proc is one process the suite started. Its output goes to a log file that is kept, and
-// printed, when anything fails.
+// printed, when anything fails. It can be killed and started again as it was (restart).
 type proc struct {
-	name string
+	name   string
+	log    string
+	logDir string
+	env    []string
+	bin    string
+	args   []string
+	*life  // the current run
+}
+
+// A life is one run of a proc's process.
+type life struct {
 	cmd  *exec.Cmd
-	log  string
 	done chan struct{}
 	err  error // set once done is closed
 }
@@ -31,27 +40,49 @@ type proc struct {
 // logDir/<name>.log. Pdeathsig makes the kernel kill it if the test binary dies without
 // cleaning up (go test's timeout panics skip deferred functions).
 func startProc(logDir, name string, env []string, bin string, args ...string) (*proc, error) {
-	logPath := filepath.Join(logDir, name+".log")
-	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	p := &proc{name: name, log: filepath.Join(logDir, name+".log"), logDir: logDir, env: env, bin: bin, args: args}
+	return p, p.launch()
+}
+
+// launch starts the proc's process, appending to its log.
+func (p *proc) launch() error {
+	f, err := os.OpenFile(p.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), env...)
+	cmd := exec.Command(p.bin, p.args...)
+	cmd.Env = append(os.Environ(), p.env...)
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	fmt.Fprintf(f, "+ %s %s\n", bin, strings.Join(args, " "))
+	fmt.Fprintf(f, "+ %s %s\n", p.bin, strings.Join(p.args, " "))
 	if err := cmd.Start(); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("cannot start %s: %w", name, err)
+		return fmt.Errorf("cannot start %s: %w", p.name, err)
 	}
-	p := &proc{name: name, cmd: cmd, log: logPath, done: make(chan struct{})}
+	r := &life{cmd: cmd, done: make(chan struct{})}
 	go func() {
-		p.err = cmd.Wait()
+		r.err = cmd.Wait()
 		f.Close()
-		close(p.done)
+		close(r.done)
 	}()
-	return p, nil
+	p.life = r
+	return nil
+}
+
+// kill ends the process at once, as a crash or the OOM killer would (SIGKILL).
+func (p *proc) kill() {
+	if done, _ := p.exited(); !done {
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+// restart starts the process again as it was first started, once it has ended.
+func (p *proc) restart() error {
+	if done, _ := p.exited(); !done {
+		return fmt.Errorf("%s is still running", p.name)
+	}
+	return p.launch()
 }
 
 // exited reports whether the process has already ended, and how.

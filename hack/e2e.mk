@@ -90,8 +90,8 @@ E2E_FUNCTION := $(CACHE)/e2e/function
 E2E_KARPENTER_MODULE := github.com/aws/karpenter-provider-aws@v1.15.2
 E2E_KARPENTER_ZIP = $(eval E2E_KARPENTER_ZIP := $$(shell cd $(TOOLS_DIR)/k8sschemas && \
   GOFLAGS=-mod=mod go mod download -json $(E2E_KARPENTER_MODULE) 2>/dev/null | sed -n 's/.*"Zip": "\(.*\)".*/\1/p'))$(E2E_KARPENTER_ZIP)
-# The suite takes about 45–50 minutes on a 2-core machine (docs/performance.md), TestLoad
-# included: room for a slow day, within .ci/run's 90.
+# The suite takes about 60 minutes on a 2-core machine (docs/performance.md), TestLoad and
+# TestFaults included: room for a slow day, within .ci/run's 90.
 E2E_TIMEOUT ?= 75m
 # Parallel subtests (refusals, one API per cluster) wait on the control plane, not on a CPU:
 # go test's default, GOMAXPROCS, would run two at a time on a small CI machine.
