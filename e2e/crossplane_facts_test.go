@@ -1,0 +1,60 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// crossplaneFacts are what this project says Crossplane v2.4.2 does, in its tests and docs, each
+// with the source line that says it (whitespace aside) and where the project relies on it.
+var crossplaneFacts = []struct{ file, says, reliedOn string }{
+	{"internal/xfn/function_runner.go", `"waitForReady": true`,
+		"a call waits for a function that is down (TestFaults; docs/operating.md, When the function itself is down)"},
+	{"internal/controller/apiextensions/composite/reconciler.go", `timeout = 2 * time.Minute`,
+		"the two minutes a call waits before the XR says Synced=False (TestFaults)"},
+	{"internal/controller/apiextensions/claim/reconciler.go", `for _, cType := range xr.GetClaimConditionTypes() {`,
+		"a claim carries only the XR's custom conditions, not its Synced (TestFaults; docs/operating.md)"},
+	{"internal/controller/apiextensions/composite/reconciler.go", `result = reconcile.Result{RequeueAfter: jitter(res.TTL)}`,
+		"with realtime compositions an XR is requeued after its functions' TTL (TestLoad's settling; docs/platform.md)"},
+	{"internal/controller/apiextensions/composite/reconciler.go", `uses the interval jittered +/- 10%`,
+		"requeues are jittered by 10% (TestLoad's settling)"},
+	{"cmd/crossplane/core/core.go", "EnableRealtimeCompositions bool `default:\"true\"",
+		"realtime compositions are on by default (docs/platform.md)"},
+	{"cmd/crossplane/core/core.go", "MaxConcurrentReconciles int `aliases:\"max-reconcile-rate\" default:\"100\"",
+		"100 reconcile workers by default (docs/platform.md)"},
+	{"cmd/crossplane/core/core.go", "CircuitBreakerBurst float64 `default:\"100.0\"", "docs/platform.md"},
+	{"cmd/crossplane/core/core.go", "CircuitBreakerRefillRate float64 `default:\"1.0\"", "docs/platform.md"},
+	{"cmd/crossplane/core/core.go", "CircuitBreakerCooldown time.Duration `default:\"5m\"", "docs/platform.md"},
+	{"internal/circuit/token_bucket.go", `halfOpenInterval: 30 * time.Second`, "an open breaker lets an event through every 30 s (docs/platform.md)"},
+	{"internal/xfn/function_runner_metrics.go", `Subsystem: "function", Name: "run_function_request_total"`, "TestLoad's function calls"},
+	{"internal/xfn/function_runner_metrics.go", `Subsystem: "function", Name: "run_function_response_total"`, "TestLoad's errors"},
+	{"internal/circuit/circuit_metrics.go", `Subsystem: "circuit_breaker", Name: "opens_total"`, "TestLoad's circuit breaker openings"},
+}
+
+// TestCrossplaneFacts holds crossplaneFacts to the source of the Crossplane the suite runs (the
+// module E2E_CROSSPLANE_CRDS lies in), so that a new version that changes one fails here rather
+// than leaving a test, a figure or a doc quietly wrong.
+func TestCrossplaneFacts(t *testing.T) {
+	root := filepath.Join(os.Getenv("E2E_CROSSPLANE_CRDS"), "..", "..")
+	space := regexp.MustCompile(`\s+`)
+	sources := map[string]string{}
+	for _, f := range crossplaneFacts {
+		src, ok := sources[f.file]
+		if !ok {
+			b, err := os.ReadFile(filepath.Join(root, f.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			src = space.ReplaceAllString(string(b), " ")
+			sources[f.file] = src
+		}
+		if !strings.Contains(src, space.ReplaceAllString(f.says, " ")) {
+			t.Errorf("%s no longer says %s, which %s relies on", f.file, f.says, f.reliedOn)
+		}
+	}
+}
