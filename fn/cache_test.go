@@ -8,11 +8,13 @@ import (
 
 	"github.com/crossplane/function-sdk-go/logging"
 	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
+	"github.com/crossplane/function-sdk-go/response"
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/testing/protocmp"
 
 	"github.com/do-now/function-karpenter/internal/cache"
+	"github.com/do-now/function-karpenter/internal/config"
 	"github.com/do-now/function-karpenter/internal/requeue"
 )
 
@@ -67,6 +69,15 @@ func TestCacheServesWhatDoesNotDependOnTheClock(t *testing.T) {
 	}
 	if got := again.GetMeta().GetTtl().AsDuration(); got != requeue.Settled {
 		t.Errorf("settled TTL %v, want %v", got, requeue.Settled)
+	}
+	// The platform's settled interval is the settled claim's TTL; the
+	// default is the SDK's default TTL, which the function kept before.
+	if d, err := time.ParseDuration(config.DefaultSettledInterval); err != nil || d != response.DefaultTTL || requeue.Settled != response.DefaultTTL {
+		t.Errorf("the default settled interval %s is not the SDK's default TTL %s", config.DefaultSettledInterval, response.DefaultTTL)
+	}
+	slower, _ := uncached.RunFunction(context.Background(), settled(aRequest(t)).withInput("settledInterval", "10m").observing(states[2].observed).build())
+	if got := slower.GetMeta().GetTtl().AsDuration(); got != 10*time.Minute {
+		t.Errorf("with input.settledInterval 10m, the settled TTL is %v", got)
 	}
 	wire, ok := f.cache.Encoded(again)
 	var kept fnv1.RunFunctionResponse

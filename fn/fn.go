@@ -214,6 +214,9 @@ func (f *Function) compose(req *fnv1.RunFunctionRequest, readObserved func() (ma
 	}
 	cfg.XR = xr
 	cfg.AccessCheckRun = oxr.Resource.GetAnnotations()[cluster.RunAnnotation]
+	// A claim that waits on nothing is reconciled again after the
+	// platform's interval; one that waits is paced below.
+	rsp.GetMeta().Ttl = durationpb.New(cfg.Settled())
 
 	// Which XRs hold or ask for the cluster: asked of Crossplane on every
 	// call, judged once it answered.

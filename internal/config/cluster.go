@@ -19,6 +19,16 @@ import (
 	"github.com/do-now/function-karpenter/internal/naming"
 )
 
+// input.settledInterval: by default function-sdk-go's default TTL
+// (response.To), which the function answered a settled claim with before the
+// platform could choose; at least that, so that no platform makes settled
+// claims cost more; at most an hour, Crossplane's default --sync-interval.
+const (
+	DefaultSettledInterval = "1m"
+	MinSettledInterval     = time.Minute
+	MaxSettledInterval     = time.Hour
+)
+
 // Defaults of the cluster half of the input.
 const (
 	DefaultFluxNamespace          = "flux-system"
@@ -64,6 +74,7 @@ func defaultCluster(in *v1beta1.Input) {
 	setDefault(&f.MonitoringPath, DefaultMonitoringPath)
 	setDefault(&f.Interval, DefaultFluxInterval)
 	setDefault(&f.Timeout, DefaultFluxTimeout)
+	setDefault(&in.SettledInterval, DefaultSettledInterval)
 
 	m := &in.Monitoring
 	if m.Enabled == nil {
@@ -195,6 +206,11 @@ func validateCluster(in v1beta1.Input) field.ErrorList {
 		if v, err := time.ParseDuration(d); err != nil || v <= 0 {
 			errs = append(errs, field.Invalid(f.Child(name), d, "must be a positive Go duration such as 10m"))
 		}
+	}
+
+	if d, err := time.ParseDuration(in.SettledInterval); err != nil || d < MinSettledInterval || d > MaxSettledInterval {
+		errs = append(errs, field.Invalid(p.Child("settledInterval"), in.SettledInterval,
+			fmt.Sprintf("must be a Go duration from %s to %s", MinSettledInterval, MaxSettledInterval)))
 	}
 
 	m := p.Child("monitoring")

@@ -109,6 +109,24 @@ func TestLoadInvalidClusterHalf(t *testing.T) {
 			input:  map[string]any{"flux": map[string]any{"interval": "ten minutes"}},
 			want:   []errorID{{field.ErrorTypeInvalid, "input.flux.interval"}},
 		},
+		"SettledIntervalNotADuration": {
+			reason: "The settled interval is a Go duration.",
+			spec:   xr(),
+			input:  map[string]any{"settledInterval": "hourly"},
+			want:   []errorID{{field.ErrorTypeInvalid, "input.settledInterval"}},
+		},
+		"SettledIntervalBelowTheSDKsDefault": {
+			reason: "A settled claim reconciled more often than the SDK's default TTL would cost Crossplane more than it does today.",
+			spec:   xr(),
+			input:  map[string]any{"settledInterval": "30s"},
+			want:   []errorID{{field.ErrorTypeInvalid, "input.settledInterval"}},
+		},
+		"SettledIntervalAboveAnHour": {
+			reason: "Past an hour, Crossplane's default --sync-interval reconciles it anyway.",
+			spec:   xr(),
+			input:  map[string]any{"settledInterval": "2h"},
+			want:   []errorID{{field.ErrorTypeInvalid, "input.settledInterval"}},
+		},
 		"TolerationOperator": {
 			reason: "Tolerations use Equal or Exists.",
 			spec:   xr(),

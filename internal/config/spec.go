@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"google.golang.org/protobuf/types/known/structpb"
@@ -410,4 +411,11 @@ func ordered(errs field.ErrorList) field.ErrorList {
 		return cmp.Or(strings.Compare(a.Field, b.Field), strings.Compare(string(a.Type), string(b.Type)), strings.Compare(a.Detail, b.Detail))
 	})
 	return errs
+}
+
+// Settled is the TTL of the answer for a claim that waits on nothing
+// (input.settledInterval, validated by Load).
+func (c *Config) Settled() time.Duration {
+	d, _ := time.ParseDuration(c.Input.SettledInterval)
+	return d
 }

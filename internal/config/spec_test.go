@@ -487,6 +487,8 @@ func TestLoadValid(t *testing.T) {
 		PodIdentity:        v1beta1.PodIdentity{Namespace: "karpenter", ServiceAccount: "karpenter"},
 		// Every known version allowed, the newest the default.
 		Versions: v1beta1.Versions{Allowed: []string{"1.14.1", "1.14.3", "1.15.0", "1.15.2"}, Default: "1.15.2"},
+		// The SDK's default TTL (fn/cache_test.go holds it there).
+		SettledInterval: "1m",
 	}
 	prodEU := v1alpha1.XKarpenterSpec{
 		Cluster:      v1alpha1.Cluster{Name: "prod-eu", Region: "eu-west-3"},
@@ -534,6 +536,7 @@ func TestLoadValid(t *testing.T) {
 				"providerConfigName":     "aws-prod",
 				"tags":                   map[string]any{"team": "platform", "cost-center": "é" + strings.Repeat("x", 255)},
 				"podIdentity":            map[string]any{"namespace": "autoscaling", "serviceAccount": "karpenter-controller"},
+				"settledInterval":        "15m",
 			}),
 			want: want{
 				config: &Config{
@@ -545,6 +548,7 @@ func TestLoadValid(t *testing.T) {
 						Tags:                   map[string]string{"team": "platform", "cost-center": "é" + strings.Repeat("x", 255)},
 						PodIdentity:            v1beta1.PodIdentity{Namespace: "autoscaling", ServiceAccount: "karpenter-controller"},
 						Versions:               defaults.Versions,
+						SettledInterval:        "15m",
 					},
 					NodeRole: prodEURole,
 					Account:  prodEUAccount,

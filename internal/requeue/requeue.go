@@ -7,7 +7,8 @@
 // The pace follows what the claim waits on. Right after a resource was
 // emitted, written, or changed state, the next call comes soon; the longer the
 // unready resources have stayed as they are — a slow provider at work —
-// the longer the wait, up to Longest. A settled claim keeps Settled.
+// the longer the wait, up to Longest. A settled claim gets the platform's
+// input.settledInterval.
 package requeue
 
 import (
@@ -22,8 +23,10 @@ import (
 
 // The bounds of the pace.
 const (
-	// Settled is the TTL of a claim with nothing to wait for (the SDK's
-	// default): watch events, and this, catch what changes.
+	// Settled is the TTL of an answer given before the platform's input is
+	// read (a refusal of an XR or input that is not valid): the SDK's
+	// default. A claim with nothing to wait for gets the platform's
+	// input.settledInterval, by default the same.
 	Settled = time.Minute
 	// Shortest is the TTL right after a resource was emitted or changed.
 	Shortest = 2 * time.Second

@@ -104,6 +104,17 @@ type Input struct {
 	// Without it every claim is refused.
 	// +optional
 	Tenancy *Tenancy `json:"tenancy,omitempty"`
+
+	// SettledInterval is how often Crossplane reconciles a claim that waits
+	// on nothing: the TTL of the function's answer for it, which Crossplane
+	// requeues the XR after (realtime compositions), as a Go duration from
+	// 1m to 1h. A change to what the claim composed reconciles it sooner (a
+	// watch event, while Crossplane's circuit breaker lets them through). A
+	// longer interval cuts Crossplane core's cost of many settled claims and
+	// delays what only a reconcile notices, such as status.pools.
+	// +kubebuilder:default="1m"
+	// +optional
+	SettledInterval string `json:"settledInterval,omitempty"`
 }
 
 // Tenancy is who may claim which cluster.
