@@ -20,13 +20,12 @@ import (
 // A proc is one process the suite started. Its output goes to a log file that is kept, and
 // printed, when anything fails. It can be killed and started again as it was (restart).
 type proc struct {
-	name   string
-	log    string
-	logDir string
-	env    []string
-	bin    string
-	args   []string
-	*life  // the current run
+	name  string
+	log   string
+	env   []string
+	bin   string
+	args  []string
+	*life // the current run
 }
 
 // A life is one run of a proc's process.
@@ -40,7 +39,7 @@ type life struct {
 // logDir/<name>.log. Pdeathsig makes the kernel kill it if the test binary dies without
 // cleaning up (go test's timeout panics skip deferred functions).
 func startProc(logDir, name string, env []string, bin string, args ...string) (*proc, error) {
-	p := &proc{name: name, log: filepath.Join(logDir, name+".log"), logDir: logDir, env: env, bin: bin, args: args}
+	p := &proc{name: name, log: filepath.Join(logDir, name+".log"), env: env, bin: bin, args: args}
 	return p, p.launch()
 }
 
