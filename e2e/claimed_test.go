@@ -312,7 +312,19 @@ func startProviderKubernetes(ctx context.Context) (*proc, error) {
 	if err != nil {
 		return nil, err
 	}
-	return p, waitFor(ctx, time.Minute, "provider-kubernetes healthy", func() (bool, error) {
+	return p, providerHealthy(ctx, p)
+}
+
+// providerHealthy returns once provider-kubernetes' health probe, at the address it was started
+// with, answers.
+func providerHealthy(ctx context.Context, p *proc) error {
+	var health string
+	for _, a := range p.args {
+		if v, ok := strings.CutPrefix(a, "--health-probe-bind-addr="); ok {
+			health = v
+		}
+	}
+	return waitFor(ctx, time.Minute, "provider-kubernetes healthy", func() (bool, error) {
 		if done, err := p.exited(); done {
 			return false, fmt.Errorf("provider-kubernetes exited: %v", err)
 		}
@@ -396,7 +408,9 @@ func (c *claimedCluster) remote(ctx context.Context, o *unstructured.Unstructure
 // proves that the function's readiness rules hold on what the real provider writes: every step
 // goes Ready, each Object's observed manifest is the claimed cluster's object (same UID), and the
 // observe-only Objects stay harmless when the claimed cluster holds nothing to observe.
-// Uninstalled, the claimed cluster holds nothing of the request.
+// Uninstalled, the claimed cluster holds nothing of the request. The claim's walk goes through
+// the faults of claimedFaults: prod-eu's API server unreachable for a minute, provider-kubernetes
+// killed, mid-walk and once Ready.
 func TestRealProviderKubernetes(t *testing.T) {
 	timed(t)
 	ctx := t.Context()
@@ -429,17 +443,19 @@ func TestRealProviderKubernetes(t *testing.T) {
 		// One request per cluster: the claim for prod-eu, the namespaced XR for prod-us. (A
 		// second request for prod-eu would race the claim for its lease.)
 		if a.namespaced {
-			testRealProviderKubernetes(t, newKarpenterFrom(t, a, "team-b", "karpenter", onProdUS), claimed["prod-us"])
+			testRealProviderKubernetes(t, newKarpenterFrom(t, a, "team-b", "karpenter", onProdUS), claimed["prod-us"], nil)
 			return
 		}
-		testRealProviderKubernetes(t, newKarpenter(t, a, "team-a", "karpenter", "prod-eu"), claimed["prod-eu"])
+		testRealProviderKubernetes(t, newKarpenter(t, a, "team-a", "karpenter", "prod-eu"), claimed["prod-eu"],
+			&claimedFaults{provider: provider, claimed: claimed["prod-eu"]})
 	})
 }
 
-func testRealProviderKubernetes(t *testing.T, c *karpenter, claimed *claimedCluster) {
+func testRealProviderKubernetes(t *testing.T, c *karpenter, claimed *claimedCluster, faults *claimedFaults) {
 	ctx := t.Context()
 	for i, s := range steps {
 		start := time.Now()
+		back := faults.beforeComposed(t, c, i)
 		// The real provider re-reads an Object that is not Ready every 30s ± 10%
 		// (provider-kubernetes v1.3.1 internal/controller/*/object/object.go, its poll
 		// interval hook): a step of Objects can take that long per round.
@@ -450,11 +466,16 @@ func testRealProviderKubernetes(t *testing.T, c *karpenter, claimed *claimedClus
 				aws = append(aws, n)
 			}
 		}
+		faults.beforeReady(t, i)
 		c.markReady(aws...)
 		c.waitCondition(s.condition, "True", 3*time.Minute)
 		t.Logf("step %d (%s): %d resources Ready in %.1fs", i+1, s.condition, len(stepNames(i)), time.Since(start).Seconds())
+		if !back.IsZero() {
+			fmt.Printf("e2e: %-40s a fault mid-walk: %s True %.0fs after the part came back\n", t.Name(), s.condition, time.Since(back).Seconds())
+		}
 	}
 	c.waitCondition("Ready", "True", 3*time.Minute)
+	faults.atReady(t, c)
 
 	resources, _ := c.composed()
 	applied := appliedObjects(resources)

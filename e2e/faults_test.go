@@ -3,7 +3,9 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -31,13 +33,7 @@ var faults = []fault{
 	}},
 	// The hub's API server (etcd kept): every client of it reconnects.
 	{process: "kube-apiserver", serving: func(t *testing.T, p *proc) error {
-		return waitFor(t.Context(), 90*time.Second, "kube-apiserver ready again", func() (bool, error) {
-			if done, err := p.exited(); done {
-				return false, fmt.Errorf("kube-apiserver exited: %v", err)
-			}
-			body, err := cp.kube.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(t.Context())
-			return err == nil && string(body) == "ok", nil
-		})
+		return cp.apiserverReady(t.Context(), p)
 	}},
 }
 
@@ -121,4 +117,147 @@ func checkUnchanged(t *testing.T, when string, before, after map[string]*unstruc
 
 func externalName(u *unstructured.Unstructured) string {
 	return u.GetAnnotations()["crossplane.io/external-name"]
+}
+
+// apiserverReady returns once the control plane's kube-apiserver, p, restarted, is ready again.
+func (c *controlPlane) apiserverReady(ctx context.Context, p *proc) error {
+	return waitFor(ctx, 90*time.Second, "kube-apiserver ready again", func() (bool, error) {
+		if done, err := p.exited(); done {
+			return false, fmt.Errorf("kube-apiserver exited: %v", err)
+		}
+		body, err := c.kube.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		return err == nil && string(body) == "ok", nil
+	})
+}
+
+// claimedFaults are the faults that need the real provider-kubernetes and a real claimed
+// cluster, injected into one request's walk in TestRealProviderKubernetes (the other request,
+// on the other claimed cluster, shares the provider and walks through them):
+//   - the claimed cluster's kube-apiserver (its etcd kept) killed just before step 3 is
+//     composed, and started again a minute later: step 3's Objects cannot be applied, and the
+//     claim's AccessCheckReady says so, naming the Object and the provider's error;
+//   - provider-kubernetes killed as step 4 is composed, started again 10 seconds later;
+//   - with the request Ready, both again, one after the other.
+//
+// provider-kubernetes re-reads an Object that is Ready every 10 minutes (v1.3.1
+// cmd/provider/main.go, --poll, default 10m): a Ready request does not notice a claimed cluster
+// gone for a minute, and the test asserts only that nothing changed. Each time, every composed
+// resource and every object the provider applied in the claimed cluster is the same object
+// after the fault (same UID), and the request gets to where it was going.
+type claimedFaults struct {
+	provider *proc
+	claimed  *claimedCluster
+	down     time.Time // when the claimed cluster's API server was killed mid-walk
+}
+
+// claimedOutage is how long the claimed cluster's API server stays unreachable.
+const claimedOutage = time.Minute
+
+// beforeReady runs at step i of the walk, once the step is composed and before the fake
+// provider reports its AWS resources Ready (which lets the function compose the next step).
+func (f *claimedFaults) beforeReady(t *testing.T, i int) {
+	if f == nil {
+		return
+	}
+	switch steps[i].condition {
+	case "InterruptionWiringReady": // step 3, the first in the claimed cluster, comes next
+		f.claimed.process(t, "kube-apiserver").kill()
+		f.down = time.Now()
+	}
+}
+
+// beforeComposed runs at step i of the walk, before the test waits for all of it to be composed.
+func (f *claimedFaults) beforeComposed(t *testing.T, c *karpenter, i int) (back time.Time) {
+	if f == nil {
+		return time.Time{}
+	}
+	switch steps[i].condition {
+	case "AccessCheckReady":
+		// The namespace, step 3's first round, cannot be applied: the next round waits for it.
+		cond := c.waitCondition(steps[i].condition, "False", 2*time.Minute, "controller-namespace", "Synced=False")
+		t.Logf("the claimed cluster's API server down: %s=False: %s", steps[i].condition, cond["message"])
+		time.Sleep(time.Until(f.down.Add(claimedOutage)))
+		return f.restartClaimed(t)
+	case "ControllerReady":
+		return f.restartProvider(t, 10*time.Second)
+	}
+	return time.Time{}
+}
+
+// atReady kills, with the request Ready, provider-kubernetes, then the claimed cluster's API
+// server, and checks that the request stays Ready with nothing re-created, here or there.
+func (f *claimedFaults) atReady(t *testing.T, c *karpenter) {
+	if f == nil {
+		return
+	}
+	before, _ := c.composed()
+	remote := f.remoteUIDs(t, before)
+	for _, fault := range []struct {
+		what   string
+		outage func() time.Time
+	}{
+		{"provider-kubernetes", func() time.Time { return f.restartProvider(t, 10*time.Second) }},
+		{"the claimed cluster's kube-apiserver", func() time.Time {
+			f.claimed.process(t, "kube-apiserver").kill()
+			time.Sleep(claimedOutage)
+			return f.restartClaimed(t)
+		}},
+	} {
+		back := fault.outage()
+		c.wait(converge, "the XR Synced and Ready again", func() (bool, error) {
+			xr := c.getXR()
+			return conditionStatus(xr, "Synced") == "True" && conditionStatus(xr, "Ready") == "True", nil
+		})
+		fmt.Printf("e2e: %-40s %s killed with everything Ready: Synced and Ready %.0fs after it came back\n",
+			t.Name(), fault.what, time.Since(back).Seconds())
+		after, _ := c.composed()
+		checkUnchanged(t, "after "+fault.what+" came back with everything Ready", before, after)
+		if now := f.remoteUIDs(t, after); !maps.Equal(now, remote) {
+			t.Errorf("after %s came back, the claimed cluster's objects are not the same: %v, were %v", fault.what, now, remote)
+		}
+	}
+}
+
+// restartProvider kills provider-kubernetes, keeps it down for down and starts it again; it
+// returns when it is healthy.
+func (f *claimedFaults) restartProvider(t *testing.T, down time.Duration) time.Time {
+	t.Helper()
+	f.provider.kill()
+	time.Sleep(down)
+	if err := f.provider.restart(); err != nil {
+		t.Fatal(err)
+	}
+	if err := providerHealthy(t.Context(), f.provider); err != nil {
+		t.Fatal(err)
+	}
+	return time.Now()
+}
+
+// restartClaimed starts the claimed cluster's API server again; it returns when it is ready.
+func (f *claimedFaults) restartClaimed(t *testing.T) time.Time {
+	t.Helper()
+	p := f.claimed.process(t, "kube-apiserver")
+	if err := p.restart(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.claimed.apiserverReady(t.Context(), p); err != nil {
+		t.Fatal(err)
+	}
+	return time.Now()
+}
+
+// remoteUIDs are the UIDs of the objects the request's applied Objects hold in the claimed
+// cluster, by Object name.
+func (f *claimedFaults) remoteUIDs(t *testing.T, resources map[string]*unstructured.Unstructured) map[string]string {
+	t.Helper()
+	uids := map[string]string{}
+	for _, n := range appliedObjects(resources) {
+		r, err := f.claimed.remote(t.Context(), resources[n])
+		if err != nil || r == nil {
+			t.Errorf("%s: the claimed cluster %s holds no object (%v)", n, f.claimed.name, err)
+			continue
+		}
+		uids[n] = string(r.GetUID())
+	}
+	return uids
 }
