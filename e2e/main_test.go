@@ -12,9 +12,11 @@ import (
 	"time"
 )
 
-// cp is the control plane every test of the suite shares. Tests run one after the other: a
+// cp is the control plane every test of this process shares. Tests run one after the other: a
 // cluster may be held by one Karpenter (claim or namespaced XR) at a time, so each test deletes
-// what it created and waits for everything composed to be gone before it ends.
+// what it created and waits for everything composed to be gone before it ends. `make e2e-test`
+// runs the suite as several processes at once (hack/e2e-shards.sh), each with a control plane
+// of its own.
 var cp *controlPlane
 
 // fake plays provider-aws, provider-kubernetes and the claimed clusters (their Kubernetes and

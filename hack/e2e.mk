@@ -90,8 +90,13 @@ E2E_FUNCTION := $(CACHE)/e2e/function
 E2E_KARPENTER_MODULE := github.com/aws/karpenter-provider-aws@v1.15.2
 E2E_KARPENTER_ZIP = $(eval E2E_KARPENTER_ZIP := $$(shell cd $(TOOLS_DIR)/k8sschemas && \
   GOFLAGS=-mod=mod go mod download -json $(E2E_KARPENTER_MODULE) 2>/dev/null | sed -n 's/.*"Zip": "\(.*\)".*/\1/p'))$(E2E_KARPENTER_ZIP)
-# The suite takes about 60 minutes on a 2-core machine (docs/performance.md), TestLoad and
-# TestFaults included: room for a slow day, within .ci/run's 90.
+# The suite runs as three go test processes at once (hack/e2e-shards.sh), each with a control
+# plane of its own: the first two shards hold the tests named here, the last every other test.
+# They are balanced by the tests' times in docs/performance.md; a new test lands in the last.
+E2E_SHARDS := '^(TestFaults|TestTwoClusters|TestDeletion)$$' \
+  '^(TestLoad|TestRealProviderKubernetes|TestUpgrade|TestOneKarpenterPerCluster)$$'
+# A shard's go test timeout: the longest shard takes about 25 minutes on a 2-core machine
+# (docs/performance.md), the whole suite one after the other about 60; room for a slow day.
 E2E_TIMEOUT ?= 75m
 # Parallel subtests (refusals, one API per cluster) wait on the control plane, not on a CPU:
 # go test's default, GOMAXPROCS, would run two at a time on a small CI machine.
@@ -113,7 +118,8 @@ e2e-test: $(E2E_BINARIES) provider-aws-crds provider-kubernetes-crds flux-crds #
 	  E2E_FUNCTION=$(E2E_FUNCTION) E2E_PROVIDER_AWS_CRDS=$(PROVIDER_AWS_CRDS) \
 	  E2E_PROVIDER_KUBERNETES_CRDS=$(PROVIDER_KUBERNETES_CRDS) \
 	  E2E_CROSSPLANE_CRDS="$$xp/cluster/crds" E2E_LOAD_CLAIMS=$(E2E_LOAD_CLAIMS) E2E_LOAD_SETTLE=$(E2E_LOAD_SETTLE) \
-	  go test -tags e2e $(GO_TEST_FLAGS) -parallel $(E2E_PARALLEL) -timeout $(E2E_TIMEOUT) -v ./...
+	  $(CURDIR)/hack/e2e-shards.sh $(E2E_SHARDS) -- \
+	    -tags e2e $(GO_TEST_FLAGS) -parallel $(E2E_PARALLEL) -timeout $(E2E_TIMEOUT) -v ./...
 
 # TestLoad's claims and how long they stand settled: a correctness check in make test, the
 # load benchmark with make load.

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# hack/e2e-shards.sh: runs the end-to-end suite as one `go test` process per shard, all at once,
+# each with a control plane of its own (etcd, kube-apiserver, Crossplane core, the function and the
+# fake providers, on loopback ports the kernel picks, in a temporary folder of its own). A test
+# spends its time waiting on Crossplane's and the providers' poll intervals, not on a CPU, so
+# shards share a small machine well; within a shard, tests run one after the other.
+#
+#   hack/e2e-shards.sh REGEX... -- GO_TEST_ARGS...
+#
+# Shard n runs the tests that REGEX n selects (`go test -run`), the last shard every test no REGEX
+# selects (`go test -skip`): each test runs in exactly one shard. Each line of output is prefixed
+# with its shard's number. When GO_TEST_ARGS select tests themselves (-run), one process runs them.
+# Exits non-zero when any shard fails.
+set -euo pipefail
+
+shards=()
+while [ $# -gt 0 ] && [ "$1" != "--" ]; do
+	shards+=("$1")
+	shift
+done
+[ $# -gt 0 ] || { echo "usage: $0 REGEX... -- GO_TEST_ARGS..." >&2; exit 2; }
+shift
+
+for a in "$@"; do
+	case "$a" in -run | -run=* | -test.run | -test.run=*) exec go test "$@" ;; esac
+done
+
+# shard N SELECTION...: one go test process, its output prefixed with [N].
+shard() {
+	local n=$1
+	shift
+	go test "$@" 2>&1 | sed -u "s/^/[$n] /"
+}
+
+trap 'kill $(jobs -p) 2>/dev/null' INT TERM
+pids=()
+n=0
+for re in "${shards[@]}"; do
+	n=$((n + 1))
+	shard "$n" -run "$re" "$@" &
+	pids+=($!)
+done
+skip=$(IFS='|'; echo "${shards[*]}")
+shard $((n + 1)) -skip "$skip" "$@" &
+pids+=($!)
+
+rc=0
+for p in "${pids[@]}"; do
+	wait "$p" || rc=1
+done
+exit "$rc"
