@@ -238,7 +238,7 @@ func (c *controlPlane) report(failed bool) {
 	})
 }
 
-// waitFor polls cond every 100ms until it is true or timeout passes. An error from cond ends
+// waitFor polls cond every 200ms until it is true or timeout passes. An error from cond ends
 // the wait at once; a condition not met yet returns false and a nil error.
 func waitFor(ctx context.Context, timeout time.Duration, what string, cond func() (bool, error)) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
@@ -254,7 +254,7 @@ func waitFor(ctx context.Context, timeout time.Duration, what string, cond func(
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("timed out after %s waiting for %s", timeout, what)
-		case <-time.After(100 * time.Millisecond):
+		case <-time.After(200 * time.Millisecond):
 		}
 	}
 }

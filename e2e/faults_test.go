@@ -39,7 +39,8 @@ var faults = []fault{
 
 // TestFaults kills the function, then Crossplane core, then the hub's kube-apiserver (etcd kept),
 // in the middle of a claim's walk (its first step composed, nothing of it Ready yet) and again
-// once the claim is Ready, and starts it again. Each time the claim gets to Ready, every composed
+// once the claim is Ready, and starts it again; then once more in the middle of its uninstall
+// (midUninstall). Each time the claim gets to Ready, every composed
 // resource that existed before the fault is the same object after it (same UID, same AWS
 // identity: its external name), and nothing is being deleted. The function stays down mid-walk
 // until the XR's Synced condition says it cannot be called. That takes two minutes: Crossplane
@@ -66,9 +67,39 @@ func TestFaults(t *testing.T) {
 			c.waitCondition("Ready", "True", converge)
 			after, _ := c.composed()
 			checkUnchanged(t, "after the "+f.process+" came back with everything Ready", ready, after)
-			c.deleteAndWait()
+			f.midUninstall(t, c)
 		})
 	}
+}
+
+// midUninstall deletes the claim and, once the first level of the Usages' order is gone (the
+// nodes Kustomization) and the next is not (the controller's), kills the fault's process for 10
+// seconds; the uninstall still completes, every composed resource is deleted, in the order the
+// Usages declare. The function has no part in an uninstall: Crossplane v2.4.2 never calls a
+// deleted XR's functions, it removes the XR's finalizer and Kubernetes' garbage collector deletes
+// what it composed (internal/controller/apiextensions/composite/reconciler.go, meta.WasDeleted);
+// Crossplane's Usage controller replays each held deletion and its webhook enforces the order.
+func (f fault) midUninstall(t *testing.T, c *karpenter) {
+	t.Helper()
+	c.waitUsagesBound()
+	resources, usages := c.composed()
+	edges := usageEdges(usages)
+	start, mark := time.Now(), fake.deletionMark()
+	c.delete()
+	c.wait(react, "the nodes Kustomization gone, the controller's not yet", func() (bool, error) {
+		all, err := composedOf(c.ctx, cp, c.xr)
+		if err != nil {
+			return false, err
+		}
+		_, nodes := all["nodes-kustomization"]
+		_, controller := all["controller-kustomization"]
+		return !nodes && controller, nil
+	})
+	down, back := f.interrupt(t, nil)
+	seen := c.waitGone(start, mark)
+	fmt.Printf("e2e: %-40s %s killed mid-uninstall: down %.0fs, everything gone %.0fs after it came back\n",
+		t.Name(), f.process, back.Sub(down).Seconds(), time.Since(back).Seconds())
+	assertDeletedInOrder(t, c, append(sortedKeys(resources), sortedKeys(usages)...), edges, seen)
 }
 
 // outage kills the fault's process, keeps it down until the XR's Synced condition is False and
@@ -76,16 +107,34 @@ func TestFaults(t *testing.T) {
 // XR is Synced again.
 func (f fault) outage(t *testing.T, c *karpenter, when, reported string) {
 	t.Helper()
+	var hold func()
+	if reported != "" {
+		hold = func() {
+			// The call under way waits for the function until the reconcile's 2-minute timeout.
+			c.wait(3*time.Minute, fmt.Sprintf("the XR Synced=False naming the %s while it is down", reported), func() (bool, error) {
+				cond := condition(c.getXR(), "Synced")
+				msg, _ := cond["message"].(string)
+				return cond["status"] == "False" && strings.Contains(strings.ToLower(msg), reported), nil
+			})
+		}
+	}
+	down, back := f.interrupt(t, hold)
+	c.wait(converge, "the XR Synced again", func() (bool, error) {
+		return conditionStatus(c.getXR(), "Synced") == "True", nil
+	})
+	fmt.Printf("e2e: %-40s %s killed %s: down %.0fs, the XR Synced again %.0fs after it came back\n",
+		t.Name(), f.process, when, back.Sub(down).Seconds(), time.Since(back).Seconds())
+}
+
+// interrupt kills the fault's process, keeps it down while hold runs (nil: 10 seconds), starts
+// it again and returns when it serves: when it went down and when it came back.
+func (f fault) interrupt(t *testing.T, hold func()) (down, back time.Time) {
+	t.Helper()
 	p := cp.process(t, f.process)
 	p.kill()
-	down := time.Now()
-	if reported != "" {
-		// The call under way waits for the function until the reconcile's 2-minute timeout.
-		c.wait(3*time.Minute, fmt.Sprintf("the XR Synced=False naming the %s while it is down", reported), func() (bool, error) {
-			cond := condition(c.getXR(), "Synced")
-			msg, _ := cond["message"].(string)
-			return cond["status"] == "False" && strings.Contains(strings.ToLower(msg), reported), nil
-		})
+	down = time.Now()
+	if hold != nil {
+		hold()
 	} else {
 		time.Sleep(10 * time.Second)
 	}
@@ -95,12 +144,7 @@ func (f fault) outage(t *testing.T, c *karpenter, when, reported string) {
 	if err := f.serving(t, p); err != nil {
 		t.Fatal(err)
 	}
-	back := time.Now()
-	c.wait(converge, "the XR Synced again", func() (bool, error) {
-		return conditionStatus(c.getXR(), "Synced") == "True", nil
-	})
-	fmt.Printf("e2e: %-40s %s killed %s: down %.0fs, the XR Synced again %.0fs after it came back\n",
-		t.Name(), f.process, when, back.Sub(down).Seconds(), time.Since(back).Seconds())
+	return down, time.Now()
 }
 
 // checkUnchanged is checkSurvived, and each object keeps its external name (its AWS identity,

@@ -423,10 +423,12 @@ func (c *karpenter) delete() {
 }
 
 // waitGone waits until what the tenant created, its XR and everything composed are gone, and
-// returns the deletions the fake provider saw since mark.
+// returns the deletions the fake provider saw since mark. An uninstall takes two minutes and
+// more (a 30 s wait of Crossplane's Usage controller per level of the Usages' order); right
+// after the hub's API server restarted, Crossplane took 85 s more to delete a deleted claim's XR.
 func (c *karpenter) waitGone(start time.Time, mark int) []deletion {
 	c.t.Helper()
-	c.wait(3*time.Minute, c.api.kind+", XR and every composed resource gone", func() (bool, error) {
+	c.wait(5*time.Minute, c.api.kind+", XR and every composed resource gone", func() (bool, error) {
 		if c.exists() {
 			return false, nil
 		}
@@ -437,7 +439,7 @@ func (c *karpenter) waitGone(start time.Time, mark int) []deletion {
 		return err == nil && len(all) == 0, nil
 	})
 	// One more poll of the fake provider, so it has seen the last objects go.
-	time.Sleep(300 * time.Millisecond)
+	time.Sleep(3 * fakePoll)
 	c.t.Logf("%s deleted: everything gone in %.1fs", c, time.Since(start).Seconds())
 	return fake.deletionsSince(mark)
 }

@@ -118,7 +118,7 @@ func composerOf(u *unstructured.Unstructured) xrRef {
 	return xrRef{namespace: u.GetNamespace(), name: u.GetLabels()[compositeLabel]}
 }
 
-// fakeProvider plays provider-aws and provider-kubernetes in the background, every 100ms, and
+// fakeProvider plays provider-aws and provider-kubernetes in the background, every fakePoll, and
 // what the claimed clusters report of the objects applied to them (their Kubernetes and, for
 // the Kustomizations, their own Flux): like the real controllers it puts its finalizer on every object it
 // manages as soon as it sees it, keeps each object's status at what the test says AWS, the
@@ -228,7 +228,13 @@ func newFakeProvider(c *controlPlane) (*fakeProvider, error) {
 		pods: map[types.UID]map[string]*remotePod{}}, nil
 }
 
-// run reconciles every 100ms until ctx ends.
+// fakePoll is how often the fake provider lists every composed kind and reconciles what it
+// finds: each cycle is one LIST per kind, and the API server's CPU goes mostly to them. A quarter
+// of a second lets three shards of the suite share two cores, and adds at most that to each
+// round of a walk.
+const fakePoll = 250 * time.Millisecond
+
+// run reconciles every fakePoll until ctx ends.
 func (f *fakeProvider) run(ctx context.Context) {
 	for cycle := 0; ; cycle++ {
 		present := map[types.UID]bool{}
@@ -286,13 +292,13 @@ func (f *fakeProvider) run(ctx context.Context) {
 		if complete {
 			f.forgetGone(present, cycle)
 		}
-		if cycle%5 == 0 {
+		if cycle%2 == 0 {
 			f.watchLocal(ctx)
 		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(100 * time.Millisecond):
+		case <-time.After(fakePoll):
 		}
 	}
 }

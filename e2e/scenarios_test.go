@@ -902,17 +902,8 @@ func testDeletion(t *testing.T, c *karpenter) {
 		t.Fatalf("before deleting: want every resource and 21 Usages, got %v and %d Usages", sortedKeys(resources), len(usages))
 	}
 
-	// The deletion order the Usages declare, read from the Usages themselves.
-	type edge struct{ by, of string }
-	var edges []edge
-	selected := func(u *unstructured.Unstructured, end string) string {
-		v, _, _ := unstructured.NestedString(u.Object, "spec", end, "resourceSelector", "matchLabels", "socle.do-now.io/composition-resource")
-		return v
-	}
-	for _, n := range sortedKeys(usages) {
-		edges = append(edges, edge{by: selected(usages[n], "by"), of: selected(usages[n], "of")})
-	}
-	for _, want := range []edge{
+	edges := usageEdges(usages)
+	for _, want := range []usageEdge{
 		{"nodes-kustomization", "controller-kustomization"},
 		{"controller-kustomization", "controller-role"},
 		{"controller-kustomization", "pod-identity-association"},
@@ -929,21 +920,10 @@ func testDeletion(t *testing.T, c *karpenter) {
 			t.Errorf("no Usage orders the deletion of %s before %s", want.by, want.of)
 		}
 	}
-	if retired := (edge{"target-health", "interruption-queue"}); slices.Contains(edges, retired) {
+	if retired := (usageEdge{"target-health", "interruption-queue"}); slices.Contains(edges, retired) {
 		t.Errorf("a Usage orders the deletion of %s before %s: that order protects nothing", retired.by, retired.of)
 	}
-	// Crossplane's Usage controller binds each Usage to the objects its selectors match.
-	c.wait(react, "every Usage bound to the resources it orders", func() (bool, error) {
-		_, usages = c.composed()
-		for _, u := range usages {
-			of, _, _ := unstructured.NestedString(u.Object, "spec", "of", "resourceRef", "name")
-			by, _, _ := unstructured.NestedString(u.Object, "spec", "by", "resourceRef", "name")
-			if of == "" || by == "" {
-				return false, nil
-			}
-		}
-		return true, nil
-	})
+	c.waitUsagesBound()
 
 	// The private pool's EC2NodeClass still has NodeClaims, so Karpenter's finalizer keeps it.
 	// The fake's Flux lets the nodes Kustomization go at once, as Flux does once its timeout is
@@ -982,11 +962,57 @@ func testDeletion(t *testing.T, c *karpenter) {
 	t.Logf("held %.0fs past the nodes Kustomization with NodeClaims left; releasing them", time.Since(held).Seconds())
 	fake.set(c.xr, "observe-ec2nodeclass-private", want{state: ready})
 
-	var deletions []deletion // the other API's run deletes its own meanwhile
-	for _, d := range c.waitGone(start, mark) {
+	assertDeletedInOrder(t, c, append(sortedKeys(resources), sortedKeys(usages)...), edges, c.waitGone(start, mark))
+	assertNothingLocal(t)
+}
+
+// A usageEdge is the order one Usage declares: by is deleted before of.
+type usageEdge struct{ by, of string }
+
+// usageEdges reads the deletion order the Usages declare from the Usages themselves: the
+// composition-resource names their selectors match.
+func usageEdges(usages map[string]*unstructured.Unstructured) []usageEdge {
+	selected := func(u *unstructured.Unstructured, end string) string {
+		v, _, _ := unstructured.NestedString(u.Object, "spec", end, "resourceSelector", "matchLabels", "socle.do-now.io/composition-resource")
+		return v
+	}
+	var edges []usageEdge
+	for _, n := range sortedKeys(usages) {
+		edges = append(edges, usageEdge{by: selected(usages[n], "by"), of: selected(usages[n], "of")})
+	}
+	return edges
+}
+
+// waitUsagesBound waits until Crossplane's Usage controller has bound each of c's Usages to the
+// objects its selectors match: only then does its webhook hold a deletion.
+func (c *karpenter) waitUsagesBound() {
+	c.t.Helper()
+	c.wait(react, "every Usage bound to the resources it orders", func() (bool, error) {
+		_, usages := c.composed()
+		for _, u := range usages {
+			of, _, _ := unstructured.NestedString(u.Object, "spec", "of", "resourceRef", "name")
+			by, _, _ := unstructured.NestedString(u.Object, "spec", "by", "resourceRef", "name")
+			if of == "" || by == "" {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+}
+
+// assertDeletedInOrder checks, among the deletions the fake provider saw (of every XR: another
+// test's run may delete its own meanwhile), that the deletion of each of c's names was seen, and
+// that each edge's by was deleted in an earlier cycle than its of; it logs c's deletions.
+func assertDeletedInOrder(t *testing.T, c *karpenter, names []string, edges []usageEdge, seen []deletion) {
+	t.Helper()
+	var deletions []deletion
+	for _, d := range seen {
 		if d.xr == c.xr {
 			deletions = append(deletions, d)
 		}
+	}
+	if len(deletions) == 0 {
+		t.Fatalf("the fake provider saw no deletion of %s's resources", c)
 	}
 	when := map[string]deletion{}
 	var b strings.Builder
@@ -995,7 +1021,7 @@ func testDeletion(t *testing.T, c *karpenter) {
 		fmt.Fprintf(&b, "\n  +%5.1fs %s (%s)", d.at.Sub(deletions[0].at).Seconds(), d.name, d.kind)
 	}
 	t.Logf("deletions as the fake provider saw them (deletionTimestamp set or object gone):%s", b.String())
-	for _, n := range append(sortedKeys(resources), sortedKeys(usages)...) {
+	for _, n := range names {
 		if _, ok := when[n]; !ok {
 			t.Errorf("the deletion of %s was never seen", n)
 		}
@@ -1007,7 +1033,6 @@ func testDeletion(t *testing.T, c *karpenter) {
 				e.by, e.of, by.at.Sub(deletions[0].at).Seconds(), of.at.Sub(deletions[0].at).Seconds())
 		}
 	}
-	assertNothingLocal(t)
 }
 
 // Scenario 2: bad requests, through either API, are refused at admission by the XRD's schema
