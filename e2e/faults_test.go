@@ -111,7 +111,7 @@ func (f fault) outage(t *testing.T, c *karpenter, when, reported string) {
 	if reported != "" {
 		hold = func() {
 			// The call under way waits for the function until the reconcile's 2-minute timeout.
-			c.wait(3*time.Minute, fmt.Sprintf("the XR Synced=False naming the %s while it is down", reported), func() (bool, error) {
+			c.wait(5*time.Minute, fmt.Sprintf("the XR Synced=False naming the %s while it is down", reported), func() (bool, error) {
 				cond := condition(c.getXR(), "Synced")
 				msg, _ := cond["message"].(string)
 				return cond["status"] == "False" && strings.Contains(strings.ToLower(msg), reported), nil
@@ -133,11 +133,19 @@ func (f fault) interrupt(t *testing.T, hold func()) (down, back time.Time) {
 	p := cp.process(t, f.process)
 	p.kill()
 	down = time.Now()
+	restarted := false
+	// A hold that fails the test must not leave the process down for every later test.
+	defer func() {
+		if !restarted {
+			_ = p.restart()
+		}
+	}()
 	if hold != nil {
 		hold()
 	} else {
 		time.Sleep(10 * time.Second)
 	}
+	restarted = true
 	if err := p.restart(); err != nil {
 		t.Fatal(err)
 	}
