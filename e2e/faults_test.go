@@ -225,10 +225,18 @@ func (f *claimedFaults) beforeComposed(t *testing.T, c *karpenter, i int) (back 
 	}
 	switch steps[i].condition {
 	case "AccessCheckReady":
+		// A wait that fails the test must not leave the claimed cluster down for its cleanup.
+		restarted := false
+		defer func() {
+			if !restarted {
+				_ = f.claimed.process(t, "kube-apiserver").restart()
+			}
+		}()
 		// The namespace, step 3's first round, cannot be applied: the next round waits for it.
 		cond := c.waitCondition(steps[i].condition, "False", 2*time.Minute, "controller-namespace", "Synced=False")
 		t.Logf("the claimed cluster's API server down: %s=False: %s", steps[i].condition, cond["message"])
 		time.Sleep(time.Until(f.down.Add(claimedOutage)))
+		restarted = true
 		return f.restartClaimed(t)
 	case "ControllerReady":
 		return f.restartProvider(t, 10*time.Second)
