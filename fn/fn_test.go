@@ -28,7 +28,7 @@ var (
 		"interruption-queue-policy", "pod-identity-association",
 		"target-capacity-reservation", "target-health", "target-rebalance", "target-spot-interruption", "target-state-change",
 	}
-	step3 = []string{"access-check", "controller-namespace", "controller-service-account"}
+	step3 = []string{"access-check", "controller-namespace", "controller-service-account", "final-check", "final-check-rbac", "final-check-rbac-binding"}
 	step4 = []string{"controller-kustomization"}
 	// step5 is the node pools and, beside them, the monitoring: both wait
 	// for the controller only.
@@ -153,14 +153,21 @@ var (
 		}
 		return out
 	}()
+	// Once the final check exists: it outlives every instance, and what it
+	// runs with outlives it.
+	finalCheckUsages = []string{
+		"usage-final-check-before-controller-namespace",
+		"usage-final-check-before-controller-role",
+		"usage-final-check-before-controller-role-policy",
+		"usage-final-check-before-controller-service-account",
+		"usage-final-check-before-final-check-rbac",
+		"usage-final-check-before-final-check-rbac-binding",
+		"usage-final-check-before-pod-identity-association",
+	}
 	controllerUsages = append([]string{
-		"usage-controller-kustomization-before-controller-namespace",
-		"usage-controller-kustomization-before-controller-role",
-		"usage-controller-kustomization-before-controller-role-policy",
-		"usage-controller-kustomization-before-controller-service-account",
+		"usage-controller-kustomization-before-final-check",
 		"usage-controller-kustomization-before-interruption-queue",
 		"usage-controller-kustomization-before-interruption-queue-policy",
-		"usage-controller-kustomization-before-pod-identity-association",
 	}, func() []string {
 		// The interruption pipeline outlives the controller.
 		var out []string
@@ -333,23 +340,23 @@ func walkToReady(t *testing.T, a api) {
 	observed = aws.observe(rsp, true)
 	observed["access-check"] = failedCheck(observed["access-check"], cluster.CheckQueue, "An error occurred (AWS.SimpleQueueService.NonExistentQueue) when calling the GetQueueUrl operation: The specified queue does not exist.")
 	rsp = call(observed)
-	round{desired: union(step1, step2, step3), usages: targetUsages, ready: union(step1, step2, []string{"controller-namespace", "controller-service-account"}), conditions: installing(wantConditions(2, "Creating"))}.check(t, "access check failed", rsp)
+	round{desired: union(step1, step2, step3), usages: union(targetUsages, finalCheckUsages), ready: union(step1, step2, []string{"controller-namespace", "controller-service-account", "final-check", "final-check-rbac", "final-check-rbac-binding"}), conditions: installing(wantConditions(2, "Creating"))}.check(t, "access check failed", rsp)
 	if msg := conditionMessage(rsp, "AccessCheckReady"); !strings.Contains(msg, ": Pod failed (exit 11, Error): interruption-queue: An error occurred (AWS.SimpleQueueService.NonExistentQueue)") {
 		t.Errorf("a failed access check must reach the claim with its reason, got %q", msg)
 	}
 
 	observed = aws.observe(rsp, true)
 	rsp = call(observed)
-	round{desired: union(step1, step2, step3, step4), usages: targetUsages, ready: union(step1, step2, step3), conditions: installing(wantConditions(3, "Creating"))}.check(t, "access check succeeded", rsp)
+	round{desired: union(step1, step2, step3, step4), usages: union(targetUsages, finalCheckUsages), ready: union(step1, step2, step3), conditions: installing(wantConditions(3, "Creating"))}.check(t, "access check succeeded", rsp)
 
 	observed = aws.observe(rsp, true)
 	rsp = call(observed)
-	round{desired: union(step1, step2, step3, step4, step5, observers), usages: union(targetUsages, controllerUsages), ready: union(step1, step2, step3, step4, observers), conditions: installing(wantConditions(4, "Creating"))}.check(t, "controller Ready", rsp)
+	round{desired: union(step1, step2, step3, step4, step5, observers), usages: union(targetUsages, finalCheckUsages, controllerUsages), ready: union(step1, step2, step3, step4, observers), conditions: installing(wantConditions(4, "Creating"))}.check(t, "controller Ready", rsp)
 
 	observed = aws.observe(rsp, true)
 	all := union(step1, step2, step3, step4, step5, observers)
 	rsp = call(observed)
-	allUsages := union(targetUsages, controllerUsages, nodesUsages)
+	allUsages := union(targetUsages, finalCheckUsages, controllerUsages, nodesUsages)
 	round{desired: all, usages: allUsages, ready: all, conditions: observedPools(wantConditions(6, "")), xrReady: true}.check(t, "everything Ready", rsp)
 	wantStatus := map[string]any{
 		"roleArn": wantRoleARN,
@@ -673,7 +680,7 @@ func TestLegacyKustomizationsStopTheClaim(t *testing.T) {
 	observed["nodes-kustomization"] = legacy("Kustomization", "flux-system", "prod-eu-karpenter-nodes")
 	usage := legacy("Usage", "flux-system", "xr-usage-1")
 	usage["apiVersion"] = "protection.crossplane.io/v1beta1"
-	observed["usage-controller-kustomization-before-controller-role"] = usage
+	observed["usage-controller-kustomization-before-interruption-queue"] = usage
 
 	rsp := run(t, aRequest(t).observing(observed).build())
 	msg := fatal(rsp)
@@ -681,7 +688,7 @@ func TestLegacyKustomizationsStopTheClaim(t *testing.T) {
 		"Crossplane cannot change the kind of a composed resource",
 		"controller-kustomization: Kustomization flux-system/prod-eu-karpenter-controller (kustomize.toolkit.fluxcd.io) is now composed as Object (kubernetes.crossplane.io)",
 		"nodes-kustomization: Kustomization flux-system/prod-eu-karpenter-nodes (kustomize.toolkit.fluxcd.io) is now composed as Object (kubernetes.crossplane.io)",
-		"usage-controller-kustomization-before-controller-role: Usage flux-system/xr-usage-1 (protection.crossplane.io) is now composed as ClusterUsage (protection.crossplane.io)",
+		"usage-controller-kustomization-before-interruption-queue: Usage flux-system/xr-usage-1 (protection.crossplane.io) is now composed as ClusterUsage (protection.crossplane.io)",
 		`docs/operating.md "Upgrading an existing installation"`,
 	} {
 		if !strings.Contains(msg, want) {
@@ -696,7 +703,7 @@ func TestLegacyKustomizationsStopTheClaim(t *testing.T) {
 	// Once they are gone, the claim goes on and composes the Objects.
 	delete(observed, "controller-kustomization")
 	delete(observed, "nodes-kustomization")
-	delete(observed, "usage-controller-kustomization-before-controller-role")
+	delete(observed, "usage-controller-kustomization-before-interruption-queue")
 	rsp = run(t, aRequest(t).observing(observed).build())
 	if msg := fatal(rsp); msg != "" {
 		t.Fatalf("refused after the migration: %s", msg)

@@ -61,6 +61,12 @@ func (p fakeProviders) created(desired map[string]any, ready bool) map[string]an
 					"name": "aws", "state": map[string]any{"terminated": map[string]any{"exitCode": 0, "reason": "Completed"}},
 				}}}
 			}
+		case "Deployment":
+			// The final check's: its kubelet runs its one Pod.
+			manifest["status"] = map[string]any{"replicas": 1}
+			if ready {
+				manifest["status"] = map[string]any{"replicas": 1, "readyReplicas": 1, "availableReplicas": 1}
+			}
 		case "EC2NodeClass":
 			// Observed only: the class as Karpenter validated it.
 			manifest["status"] = map[string]any{"conditions": []any{

@@ -1,7 +1,9 @@
 // Package cluster builds the Kubernetes objects of step three: the
 // controller's namespace, its ServiceAccount (the chart's own is turned off)
 // and the access check, a Pod that proves under that ServiceAccount, before
-// the controller starts, what Karpenter will do with its role (preflight.go).
+// the controller starts, what Karpenter will do with its role (preflight.go),
+// and the final check, which holds an uninstall until no instance of the
+// cluster's is left (finalcheck.go).
 //
 // They belong in the claimed EKS cluster, not in the cluster Crossplane runs
 // in, which may serve many: each is wrapped in a provider-kubernetes Object
@@ -13,6 +15,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"strconv"
 
 	fnresource "github.com/crossplane/function-sdk-go/resource"
@@ -58,8 +61,11 @@ const ManagedNodeLabel = "karpenter.sh/nodepool"
 // it again a moment later, sooner than another round would.
 func Needs() map[fnresource.Name][]fnresource.Name {
 	return map[fnresource.Name][]fnresource.Name{
-		ServiceAccount: {Namespace},
-		AccessCheck:    {Namespace},
+		ServiceAccount:        {Namespace},
+		AccessCheck:           {Namespace},
+		FinalCheck:            {Namespace},
+		FinalCheckRBAC:        {Namespace},
+		FinalCheckRBACBinding: {Namespace},
 	}
 }
 
@@ -77,7 +83,8 @@ func Labels(c *config.Config) map[string]string {
 func Manifests(c *config.Config) map[fnresource.Name]runtime.Object {
 	ns := c.Input.PodIdentity.Namespace
 	labels := Labels(c)
-	return map[fnresource.Name]runtime.Object{
+	out := finalCheck(c, labels)
+	maps.Copy(out, map[fnresource.Name]runtime.Object{
 		AccessCheck: accessCheck(c, labels),
 		Namespace: &corev1.Namespace{
 			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"},
@@ -87,7 +94,8 @@ func Manifests(c *config.Config) map[fnresource.Name]runtime.Object {
 			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"},
 			ObjectMeta: metav1.ObjectMeta{Name: c.Input.PodIdentity.ServiceAccount, Namespace: ns, Labels: labels},
 		},
-	}
+	})
+	return out
 }
 
 // Readiness is how provider-kubernetes judges an Object Ready from the
@@ -101,7 +109,8 @@ var (
 	Created Readiness
 	// ReadyCondition: Ready once the object's own Ready condition is True.
 	ReadyCondition = Readiness{"policy": "DeriveFromObject"}
-	// Succeeded: Ready once the access check's Pod succeeded.
+	// Succeeded: Ready once the access check's Pod succeeded. (Available,
+	// the final check's, is in finalcheck.go.)
 	Succeeded = Readiness{"policy": "DeriveFromCelQuery", "celQuery": PodSucceeded}
 )
 
@@ -109,12 +118,9 @@ var (
 // bound to the claimed cluster's ProviderConfig.
 func Objects(c *config.Config) (map[fnresource.Name]runtime.Object, error) {
 	out := map[fnresource.Name]runtime.Object{}
+	readiness := map[fnresource.Name]Readiness{AccessCheck: Succeeded, FinalCheck: Available}
 	for name, m := range Manifests(c) {
-		r := Created
-		if _, ok := m.(*corev1.Pod); ok {
-			r = Succeeded
-		}
-		o, err := Object(c, m, r)
+		o, err := Object(c, m, readiness[name])
 		if err != nil {
 			return nil, fmt.Errorf("cannot convert the %s manifest: %w", name, err)
 		}
@@ -218,12 +224,7 @@ func accessCheckSpec(c *config.Config) corev1.PodSpec {
 			Image:                    c.Input.AccessCheck.Image,
 			Command:                  []string{"/bin/sh", "-c", script},
 			TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
-			Env: append([]corev1.EnvVar{
-				{Name: "AWS_REGION", Value: c.Spec.Cluster.Region},
-				{Name: "AWS_STS_REGIONAL_ENDPOINTS", Value: "regional"},
-				{Name: "AWS_PAGER", Value: ""},
-				{Name: "HOME", Value: "/tmp"},
-			}, clusterVersion(c)...),
+			Env:                      append(awsEnv(c), clusterVersion(c)...),
 			SecurityContext: &corev1.SecurityContext{
 				AllowPrivilegeEscalation: &no,
 				ReadOnlyRootFilesystem:   &yes,
@@ -233,6 +234,17 @@ func accessCheckSpec(c *config.Config) corev1.PodSpec {
 			Resources:    AccessCheckResources(),
 		}},
 		Volumes: []corev1.Volume{{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
+	}
+}
+
+// awsEnv is what the AWS CLI is run with in the claimed cluster: the
+// cluster's region, its regional STS endpoint, no pager, a writable home.
+func awsEnv(c *config.Config) []corev1.EnvVar {
+	return []corev1.EnvVar{
+		{Name: "AWS_REGION", Value: c.Spec.Cluster.Region},
+		{Name: "AWS_STS_REGIONAL_ENDPOINTS", Value: "regional"},
+		{Name: "AWS_PAGER", Value: ""},
+		{Name: "HOME", Value: "/tmp"},
 	}
 }
 

@@ -13,7 +13,8 @@ import (
 )
 
 // A stand-in for the AWS CLI and for AWS behind it, for the preflight's
-// script (TestPreflightScript, TestPreflightAsksWhatKarpenterAsks). The
+// script (TestPreflightScript, TestPreflightAsksWhatKarpenterAsks) and the
+// final check's (TestFinalCheckScript). The
 // test binary is the fake: linked as bin/aws, it answers as AWS answers a
 // healthy account, and refuses what the service control policies in
 // FAKE_SCPS refuse, evaluating each request's context as IAM would from
@@ -143,6 +144,15 @@ func fakeAWS(args []string) int {
 	service, op, flags := args[0], args[1], cliFlags(args[2:])
 	call := service + " " + op
 	state := os.Getenv("FAKE_AWS_STATE")
+	if call == "ec2 describe-instances" {
+		// The final check's calls, kept, one JSON list a line, failed
+		// ones too.
+		b, _ := json.Marshal(args)
+		if f, err := os.OpenFile(filepath.Join(state, "describe-instances"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644); err == nil {
+			fmt.Fprintln(f, string(b))
+			f.Close()
+		}
+	}
 	if fail := os.Getenv("FAIL"); fail != "" && strings.Contains(strings.Join(args, " "), fail) {
 		if os.Getenv("ANSWER") == "None" {
 			fmt.Println("None")
@@ -243,6 +253,13 @@ func fakeAWS(args []string) int {
 		}
 	case "pricing get-products":
 		fmt.Println("1")
+	case "ec2 describe-instances":
+		// The final check's: the instances listed, FAKE_INSTANCES
+		// (space-separated), as the CLI's text output prints a list of
+		// IDs.
+		if ids := os.Getenv("FAKE_INSTANCES"); ids != "" {
+			fmt.Println(strings.ReplaceAll(ids, " ", "\t"))
+		}
 	default:
 		return usage(args)
 	}

@@ -1,7 +1,8 @@
 // Package usage orders deletion with Crossplane Usages: every instance goes
-// before the controller, the controller before its AWS access, its
-// interruption pipeline, its monitoring and its namespace, each EventBridge
-// target before its rule. An uninstall then never strands a running
+// before the controller, the controller before the final check, the final
+// check before the AWS access and namespace they both run with, the
+// controller before its interruption pipeline and its monitoring, each
+// EventBridge target before its rule. An uninstall then never strands a running
 // instance or a controller without credentials, and it has no timeout:
 // one that cannot finish waits.
 //
@@ -14,10 +15,15 @@
 //     so no instance, uses it. Nothing there gives up: Flux's timeout on
 //     the nodes Kustomization (which also goes first) may end its own
 //     wait, not this one.
-//   - The controller before its Pod Identity association, Role and policy,
-//     namespace and ServiceAccount: without them it cannot terminate an
-//     instance, or runs no more. Before its queue, queue policy and the
-//     EventBridge targets (and so their rules): it keeps handling
+//   - The controller before the final check (package cluster, finalcheck.go),
+//     and the final check before the Pod Identity association, Role and
+//     policy, namespace, ServiceAccount and RBAC it runs with: it lists the
+//     instances under the controller's identity once the controller is
+//     gone, and holds the uninstall while one is left. Without them the
+//     controller cannot terminate an instance, or runs no more, and the
+//     check cannot list them.
+//   - The controller before its queue, queue policy and the EventBridge
+//     targets (and so their rules): it keeps handling
 //     interruptions (a Spot notice) while the nodes drain, and they keep
 //     reaching it. Before its monitoring: a stuck uninstall still alerts.
 //   - Each target before its rule: AWS refuses to delete a rule that still
@@ -45,9 +51,14 @@ import (
 // APIVersion of the Usages this package composes.
 const APIVersion = "protection.crossplane.io/v1beta1"
 
-// An Edge says By must be deleted before Of.
+// An Edge says By must be deleted before Of. A retired edge, one whose
+// order another now protects, is no longer composed: its Usage is kept
+// while it exists and the Usage of its replacement does not yet, so that an
+// upgrade leaves no moment when the order goes unprotected.
 type Edge struct {
 	By, Of resource.Name
+	// ReplacedBy is a retired edge's replacement.
+	ReplacedBy *Edge
 }
 
 // Edges is the deletion order of everything the function composes.
@@ -56,11 +67,20 @@ func Edges() []Edge {
 	for _, pool := range nodepools.Pools {
 		edges = append(edges, Edge{By: poolstatus.NodeClassName(pool), Of: flux.ControllerKustomization})
 	}
-	held := []resource.Name{
+	// The controller before the final check, and the final check before
+	// the AWS access, namespace, ServiceAccount and RBAC it runs with (so
+	// the controller before them too: the controller's own Usages of the
+	// first five are retired).
+	edges = append(edges, Edge{By: flux.ControllerKustomization, Of: cluster.FinalCheck})
+	for _, of := range []resource.Name{
 		awsres.PodIdentityAssociation, awsres.ControllerRole, awsres.ControllerRolePolicy,
-		awsres.InterruptionQueue, awsres.InterruptionQueuePolicy,
-		cluster.Namespace, cluster.ServiceAccount, flux.MonitoringKustomization,
+		cluster.Namespace, cluster.ServiceAccount,
+	} {
+		replacement := Edge{By: cluster.FinalCheck, Of: of}
+		edges = append(edges, replacement, Edge{By: flux.ControllerKustomization, Of: of, ReplacedBy: &replacement})
 	}
+	edges = append(edges, Edge{By: cluster.FinalCheck, Of: cluster.FinalCheckRBAC}, Edge{By: cluster.FinalCheck, Of: cluster.FinalCheckRBACBinding})
+	held := []resource.Name{awsres.InterruptionQueue, awsres.InterruptionQueuePolicy, flux.MonitoringKustomization}
 	for _, r := range interruption.Rules {
 		held = append(held, awsres.TargetResource(r))
 	}
@@ -79,7 +99,8 @@ func Name(e Edge) resource.Name {
 }
 
 // Usages returns the Usage of every edge whose two ends both exist, plus
-// every Usage that exists already, whatever became of its ends. It is
+// every Usage that exists already, whatever became of its ends, but for a
+// retired edge's once its replacement's exists. It is
 // rebuilt from the observed state on every call, so no early return and no
 // withheld step can drop one. Each carries labels, as every composed
 // resource does.
@@ -92,6 +113,11 @@ func Usages(refs map[resource.Name]sequence.Ref, observed map[resource.Name]reso
 		_, ofObserved := observed[e.Of]
 		if !exists && (!byObserved || !ofObserved) {
 			continue
+		}
+		if e.ReplacedBy != nil {
+			if _, replaced := observed[Name(*e.ReplacedBy)]; !exists || replaced {
+				continue
+			}
 		}
 		u, err := build(e, refs[e.By], refs[e.Of])
 		if err != nil {

@@ -57,20 +57,22 @@ func (m module) goFiles(t *testing.T) map[string]map[string][]byte {
 	return out
 }
 
-// exported are the metric names a set of modules register: every
-// prometheus.{Counter,Gauge,Histogram,Summary}Opts literal's Namespace,
-// Subsystem and Name, joined as Prometheus joins them, with string
-// constants resolved across packages. A part that is computed (operatorpkg
-// names its status metrics after each object's kind) is kept as *.
-func exported(t *testing.T, mods []module) []string {
+// A goFile is one parsed source file of a module, with its package's
+// import path and its imports by the name it uses them under.
+type goFile struct {
+	pkg     string
+	ast     *ast.File
+	imports map[string]string
+}
+
+// parseModules parses the modules' sources and resolves their string
+// constants across packages (package → constant → value), and the
+// package-level variables set to one (Karpenter declares its tag keys as
+// variables: karpenter-provider-aws pkg/apis/v1/labels.go).
+func parseModules(t *testing.T, mods []module) ([]goFile, map[string]map[string]string) {
 	t.Helper()
-	type file struct {
-		pkg     string
-		ast     *ast.File
-		imports map[string]string
-	}
-	consts := map[string]map[string]string{} // package → constant → value
-	var files []file
+	consts := map[string]map[string]string{}
+	var files []goFile
 	fset := token.NewFileSet()
 	for _, m := range mods {
 		for pkg, srcs := range m.goFiles(t) {
@@ -88,7 +90,7 @@ func exported(t *testing.T, mods []module) []string {
 					}
 					imports[alias] = p
 				}
-				files = append(files, file{pkg, f, imports})
+				files = append(files, goFile{pkg, f, imports})
 			}
 		}
 	}
@@ -99,7 +101,7 @@ func exported(t *testing.T, mods []module) []string {
 		for _, f := range files {
 			for _, d := range f.ast.Decls {
 				g, ok := d.(*ast.GenDecl)
-				if !ok || g.Tok != token.CONST {
+				if !ok || g.Tok != token.CONST && g.Tok != token.VAR {
 					continue
 				}
 				for _, s := range g.Specs {
@@ -119,11 +121,22 @@ func exported(t *testing.T, mods []module) []string {
 			}
 		}
 	}
+	return files, consts
+}
+
+// exported are the metric names a set of modules register: every
+// prometheus.{Counter,Gauge,Histogram,Summary}Opts literal's Namespace,
+// Subsystem and Name, joined as Prometheus joins them, with string
+// constants resolved across packages. A part that is computed (operatorpkg
+// names its status metrics after each object's kind) is kept as *.
+func exported(t *testing.T, mods []module) []string {
+	t.Helper()
+	files, consts := parseModules(t, mods)
 	// values are what an expression can be: a constant, a concatenation,
 	// a local variable's value, fmt.Sprintf of values, either branch of
 	// lo.Ternary; * for what is computed at run time.
-	var values func(f file, fn *ast.FuncDecl, e ast.Expr, depth int) []string
-	values = func(f file, fn *ast.FuncDecl, e ast.Expr, depth int) []string {
+	var values func(f goFile, fn *ast.FuncDecl, e ast.Expr, depth int) []string
+	values = func(f goFile, fn *ast.FuncDecl, e ast.Expr, depth int) []string {
 		if depth > 5 {
 			return []string{"*"}
 		}
@@ -225,8 +238,9 @@ func exported(t *testing.T, mods []module) []string {
 	return names
 }
 
-// constOf is a string constant's value: a literal, or a constant of the
-// package or of one it imports; "" when e is none.
+// constOf is a string constant's value: a literal, a constant of the
+// package or of one it imports, or a concatenation of those; "" when e is
+// none.
 func constOf(consts map[string]map[string]string, pkg string, imports map[string]string, e ast.Expr) string {
 	switch e := e.(type) {
 	case *ast.BasicLit:
@@ -239,6 +253,13 @@ func constOf(consts map[string]map[string]string, pkg string, imports map[string
 	case *ast.SelectorExpr:
 		if x, ok := e.X.(*ast.Ident); ok {
 			return consts[imports[x.Name]][e.Sel.Name]
+		}
+	case *ast.BinaryExpr:
+		if e.Op == token.ADD {
+			x, y := constOf(consts, pkg, imports, e.X), constOf(consts, pkg, imports, e.Y)
+			if x != "" && y != "" {
+				return x + y
+			}
 		}
 	}
 	return ""

@@ -105,6 +105,9 @@ var k8sSchemas = []string{
 	"v1_Namespace.yaml",
 	"v1_ServiceAccount.yaml",
 	"v1_Pod.yaml",
+	"apps_v1_Deployment.yaml",
+	"rbac.authorization.k8s.io_v1_Role.yaml",
+	"rbac.authorization.k8s.io_v1_RoleBinding.yaml",
 }
 
 func env(t *testing.T, name string) string {

@@ -1,0 +1,234 @@
+package cluster
+
+import (
+	"encoding/json"
+	"encoding/pem"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+
+	"github.com/do-now/function-karpenter/internal/awsres"
+)
+
+// TestFinalCheckNeedsOnlyWhatKarpenterIsGranted holds the final check's
+// call against the controller policy, as the preflight's calls are held:
+// it runs under the controller's identity and needs nothing more.
+func TestFinalCheckNeedsOnlyWhatKarpenterIsGranted(t *testing.T) {
+	for name, c := range preflightConfigs(t) {
+		doc, err := awsres.ControllerPolicy(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		call := FinalCheckCall(c)
+		if named := call.Args[0] + ":" + operation(call.Args[1]); len(call.Authorizations) != 1 || call.Authorizations[0].Action != named {
+			t.Errorf("%s: aws %s %s declares %v, want %s", name, call.Args[0], call.Args[1], call.Authorizations, named)
+		}
+		for _, a := range call.Authorizations {
+			if sid := authorizes(t, doc, c.Spec.Cluster.Region, a); sid == "" {
+				t.Errorf("%s: %s on %s (context %v) is granted by no statement of the controller policy", name, a.Action, a.Resource, a.Context)
+			}
+		}
+	}
+}
+
+// TestFinalCheckObjects: the Deployment holds the uninstall (its
+// finalizer), runs where and as the controller runs, with an API token;
+// its RBAC lets it read and patch that Deployment, and nothing else.
+func TestFinalCheckObjects(t *testing.T) {
+	c := load(t, map[string]any{})
+	m := Manifests(c)
+	d := m[FinalCheck].(*appsv1.Deployment)
+	ns, sa := c.Input.PodIdentity.Namespace, c.Input.PodIdentity.ServiceAccount
+	if d.Name != FinalCheckName || d.Namespace != ns || !slices.Equal(d.Finalizers, []string{FinalCheckFinalizer}) {
+		t.Errorf("Deployment %s/%s with finalizers %v, want %s/%s with %s", d.Namespace, d.Name, d.Finalizers, ns, FinalCheckName, FinalCheckFinalizer)
+	}
+	pod := d.Spec.Template.Spec
+	check := m[AccessCheck].(*corev1.Pod).Spec
+	if pod.ServiceAccountName != sa || pod.AutomountServiceAccountToken == nil || !*pod.AutomountServiceAccountToken {
+		t.Errorf("the final check runs as %q, token mounted %v: want the controller's ServiceAccount %q, with a token", pod.ServiceAccountName, pod.AutomountServiceAccountToken, sa)
+	}
+	if !cmp.Equal(pod.NodeSelector, check.NodeSelector) || !cmp.Equal(pod.Tolerations, check.Tolerations) || !cmp.Equal(pod.Affinity, check.Affinity) {
+		t.Errorf("the final check is placed unlike the access check (where the controller runs): %v %v %v", pod.NodeSelector, pod.Tolerations, pod.Affinity)
+	}
+	if pod.RestartPolicy != corev1.RestartPolicyAlways || pod.ActiveDeadlineSeconds != nil {
+		t.Errorf("the final check's Pod must keep running: restart %s, deadline %v", pod.RestartPolicy, pod.ActiveDeadlineSeconds)
+	}
+	if got := pod.Containers[0].Command; len(got) != 3 || got[2] != FinalCheckScript(c) {
+		t.Errorf("the final check's container runs %v, want its script", got)
+	}
+	role := m[FinalCheckRBAC].(*rbacv1.Role)
+	want := []rbacv1.PolicyRule{{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, ResourceNames: []string{FinalCheckName}, Verbs: []string{"get", "patch"}}}
+	if diff := cmp.Diff(want, role.Rules); diff != "" || role.Namespace != ns {
+		t.Errorf("Role %s/%s grants more or less than reading and patching the final check's Deployment (-want +got):\n%s", role.Namespace, role.Name, diff)
+	}
+	binding := m[FinalCheckRBACBinding].(*rbacv1.RoleBinding)
+	if binding.RoleRef.Name != role.Name || binding.RoleRef.Kind != "Role" ||
+		!cmp.Equal(binding.Subjects, []rbacv1.Subject{{Kind: "ServiceAccount", Name: sa, Namespace: ns}}) {
+		t.Errorf("RoleBinding %v to %v, want the Role to the controller's ServiceAccount", binding.RoleRef, binding.Subjects)
+	}
+}
+
+// apiStandIn is a stand-in for the claimed cluster's API server, for the
+// final check's script: it serves the final check's Deployment's metadata,
+// marked deleted or not, to the script's ServiceAccount token, and keeps
+// every patch. The e2e suite runs the script against a real one
+// (e2e/claimed_test.go).
+type apiStandIn struct {
+	mu       sync.Mutex
+	deleting bool
+	patches  []patch
+	refused  []string
+}
+
+func (a *apiStandIn) patched() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.patches) > 0
+}
+
+type patch struct {
+	ContentType string
+	Body        map[string]any
+}
+
+func (a *apiStandIn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	const path = "/apis/apps/v1/namespaces/karpenter/deployments/" + FinalCheckName
+	if r.URL.Path != path || r.Header.Get("Authorization") != "Bearer the-token" {
+		a.refused = append(a.refused, r.Method+" "+r.URL.Path+" "+r.Header.Get("Authorization"))
+		http.Error(w, "forbidden", http.StatusForbidden)
+		return
+	}
+	switch r.Method {
+	case http.MethodGet:
+		if r.Header.Get("Accept") != "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1" {
+			a.refused = append(a.refused, "GET without asking for metadata only: "+r.Header.Get("Accept"))
+		}
+		meta := map[string]any{"name": FinalCheckName, "namespace": "karpenter", "finalizers": []string{FinalCheckFinalizer}}
+		if a.deleting {
+			meta["deletionTimestamp"] = "2026-12-03T07:00:00Z"
+		}
+		_ = json.NewEncoder(w).Encode(map[string]any{"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata", "metadata": meta})
+	case http.MethodPatch:
+		b, _ := io.ReadAll(r.Body)
+		var body map[string]any
+		if err := json.Unmarshal(b, &body); err != nil {
+			a.refused = append(a.refused, "PATCH that is not JSON: "+string(b))
+		}
+		a.patches = append(a.patches, patch{r.Header.Get("Content-Type"), body})
+		_, _ = w.Write([]byte(`{}`))
+	default:
+		a.refused = append(a.refused, r.Method)
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+	}
+}
+
+// TestFinalCheckScript runs the final check's script with /bin/sh, curl,
+// the fake aws and the API server stand-in: it lists nothing while its
+// Deployment lives; once the Deployment is marked deleted, it lists the
+// instances as Karpenter's List does and names those left on the
+// Deployment, or says it cannot list them, and removes its finalizer, and
+// only its own, once none is left.
+func TestFinalCheckScript(t *testing.T) {
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Fatalf("the final check's script needs curl, as its image has it: %v", err)
+	}
+	c := load(t, map[string]any{})
+	left := func(v string) patch {
+		return patch{"application/merge-patch+json", map[string]any{"metadata": map[string]any{"annotations": map[string]any{FinalCheckLeft: v}}}}
+	}
+	for name, tc := range map[string]struct {
+		deleting bool
+		env      []string
+		want     patch // the first patch; none when the Deployment lives
+		lists    bool
+	}{
+		"Living":         {deleting: false},
+		"InstancesLeft":  {deleting: true, env: []string{"FAKE_INSTANCES=i-0a1 i-0b2"}, want: left("i-0a1 i-0b2"), lists: true},
+		"CannotList":     {deleting: true, env: []string{"FAIL=describe-instances", "ANSWER=An error occurred (UnauthorizedOperation)"}, want: left("unknown: ec2 describe-instances failed, see the Pod log"), lists: true},
+		"NoInstanceLeft": {deleting: true, want: patch{"application/strategic-merge-patch+json", map[string]any{"metadata": map[string]any{"$deleteFromPrimitiveList/finalizers": []any{FinalCheckFinalizer}}}}, lists: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			api := &apiStandIn{deleting: tc.deleting}
+			srv := httptest.NewTLSServer(api)
+			defer srv.Close()
+			sa, bin, state := t.TempDir(), t.TempDir(), t.TempDir()
+			ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+			must(t, os.WriteFile(filepath.Join(sa, "ca.crt"), ca, 0o644))
+			must(t, os.WriteFile(filepath.Join(sa, "token"), []byte("the-token"), 0o644))
+			self, err := os.Executable()
+			must(t, err)
+			must(t, os.Symlink(self, filepath.Join(bin, "aws")))
+			host, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
+			curl, _ := exec.LookPath("curl")
+			cmd := exec.Command("/bin/sh", "-c", FinalCheckScript(c))
+			cmd.Env = append([]string{"PATH=" + bin + ":" + filepath.Dir(curl) + ":/usr/bin:/bin", "SERVICE_ACCOUNT_DIR=" + sa,
+				"KUBERNETES_SERVICE_HOST=" + host, "KUBERNETES_SERVICE_PORT=" + port, "FINAL_CHECK_SECONDS=0.1",
+				"FAKE_AWS_STATE=" + state, "AWS_REGION=" + c.Spec.Cluster.Region}, tc.env...)
+			var out strings.Builder
+			cmd.Stdout, cmd.Stderr = &out, &out
+			must(t, cmd.Start())
+			defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+
+			// A living Deployment: ten rounds. A deleted one: until the
+			// first patch.
+			wait := time.Second
+			if tc.deleting {
+				wait = 10 * time.Second
+			}
+			for deadline := time.Now().Add(wait); time.Now().Before(deadline) && !(tc.deleting && api.patched()); {
+				time.Sleep(50 * time.Millisecond)
+			}
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			api.mu.Lock()
+			defer api.mu.Unlock()
+			if len(api.refused) > 0 {
+				t.Errorf("requests the API server refuses: %v\n%s", api.refused, out.String())
+			}
+			switch {
+			case !tc.deleting && len(api.patches) > 0:
+				t.Errorf("patched a living Deployment: %v", api.patches)
+			case tc.deleting && len(api.patches) == 0:
+				t.Errorf("no patch once the Deployment is marked deleted; output:\n%s", out.String())
+			case tc.deleting:
+				if diff := cmp.Diff(tc.want, api.patches[0]); diff != "" {
+					t.Errorf("first patch (-want +got):\n%s", diff)
+				}
+			}
+			calls, _ := os.ReadFile(filepath.Join(state, "describe-instances"))
+			if lists := len(calls) > 0; lists != tc.lists {
+				t.Fatalf("listed the instances: %v, want %v; output:\n%s", lists, tc.lists, out.String())
+			}
+			if tc.lists {
+				var args []string
+				must(t, json.Unmarshal([]byte(strings.SplitN(string(calls), "\n", 2)[0]), &args))
+				if diff := cmp.Diff(FinalCheckCall(c).Args, args); diff != "" {
+					t.Errorf("the script's call is not FinalCheckCall's (-want +got):\n%s", diff)
+				}
+			}
+		})
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
