@@ -85,10 +85,12 @@ func FinalCheckCall(c *config.Config) Call {
 }
 
 // FinalCheckScript is what the final check's Pod runs: every
-// FinalCheckSeconds (30 unless set), read its own Deployment; once that is
-// marked deleted, list the instances; none left: remove the finalizer, some:
-// name them. It reads and patches that one Deployment and nothing else, as
-// its ServiceAccount's token allows (FinalCheckRBAC).
+// FINAL_CHECK_SECONDS (30 unless set), read its own Deployment's metadata;
+// once that is marked deleted, list the instances; none left: remove the
+// finalizer, some: name them (instance IDs only: anything else the CLI
+// prints is never written into the patch). It reads and patches that one
+// Deployment and nothing else, as its ServiceAccount's token allows
+// (FinalCheckRBAC).
 func FinalCheckScript(c *config.Config) string {
 	ns := c.Input.PodIdentity.Namespace
 	var b strings.Builder
@@ -107,17 +109,21 @@ func FinalCheckScript(c *config.Config) string {
 	line(`    case "$meta" in`)
 	line(`    *'"deletionTimestamp":"'*)`)
 	call := FinalCheckCall(c)
-	line(`      if left=$(` + words(call.Args) + ` 2>&1); then`)
-	line(`        left=$(echo $left)`)
-	line(`        if [ -z "$left" ] || [ "$left" = None ]; then`)
-	line(`          patch strategic-merge-patch ` + quote(`{"metadata":{"$deleteFromPrimitiveList/finalizers":["`+FinalCheckFinalizer+`"]}}`) + ` && echo "final check: no instance left, the uninstall goes on"`)
-	line(`        else`)
+	line(`      if left=$(` + words(call.Args) + ` 2>"$HOME/final-check.err"); then`)
+	line(`        left=$(echo $left); [ "$left" != None ] || left=`)
+	line(`        case "$left" in`)
+	line(`        "")`)
+	line(`          patch strategic-merge-patch ` + quote(`{"metadata":{"$deleteFromPrimitiveList/finalizers":["`+FinalCheckFinalizer+`"]}}`) + ` && echo "final check: no instance left, the uninstall goes on" ;;`)
+	line(`        *[!0-9a-z\ -]*)`)
+	line(`          echo "final check: an answer that lists no instance IDs: $left" >&2`)
+	line(`          patch merge-patch ` + quote(`{"metadata":{"annotations":{"`+FinalCheckLeft+`":"unknown: ec2 describe-instances answered no instance IDs, see the Pod log"}}}`) + ` ;;`)
+	line(`        *)`)
 	line(`          echo "final check: instances left: $left"`)
-	line(`          patch merge-patch "{\"metadata\":{\"annotations\":{\"` + FinalCheckLeft + `\":\"$left\"}}}"`)
-	line(`        fi`)
+	line(`          patch merge-patch "{\"metadata\":{\"annotations\":{\"` + FinalCheckLeft + `\":\"$left\"}}}" ;;`)
+	line(`        esac`)
 	line(`      else`)
-	line(`        echo "final check: cannot list the instances: $left" >&2`)
-	line(`        patch merge-patch '{"metadata":{"annotations":{"` + FinalCheckLeft + `":"unknown: ec2 describe-instances failed, see the Pod log"}}}'`)
+	line(`        echo "final check: cannot list the instances: $(cat "$HOME/final-check.err")" >&2`)
+	line(`        patch merge-patch ` + quote(`{"metadata":{"annotations":{"`+FinalCheckLeft+`":"unknown: ec2 describe-instances failed, see the Pod log"}}}`))
 	line(`      fi ;;`)
 	line(`    esac`)
 	line(`  fi`)

@@ -142,8 +142,9 @@ func (a *apiStandIn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // the fake aws and the API server stand-in: it lists nothing while its
 // Deployment lives; once the Deployment is marked deleted, it lists the
 // instances as Karpenter's List does and names those left on the
-// Deployment, or says it cannot list them, and removes its finalizer, and
-// only its own, once none is left.
+// Deployment, or says it cannot list them (an error, or an answer that is
+// no list of instance IDs, which never reaches the patch), and removes its
+// finalizer, and only its own, once none is left.
 func TestFinalCheckScript(t *testing.T) {
 	if _, err := exec.LookPath("curl"); err != nil {
 		t.Fatalf("the final check's script needs curl, as its image has it: %v", err)
@@ -160,6 +161,7 @@ func TestFinalCheckScript(t *testing.T) {
 	}{
 		"Living":         {deleting: false},
 		"InstancesLeft":  {deleting: true, env: []string{"FAKE_INSTANCES=i-0a1 i-0b2"}, want: left("i-0a1 i-0b2"), lists: true},
+		"NotInstanceIDs": {deleting: true, env: []string{`FAKE_INSTANCES=i-0a1 "}},"x":{"y":"z`}, want: left("unknown: ec2 describe-instances answered no instance IDs, see the Pod log"), lists: true},
 		"CannotList":     {deleting: true, env: []string{"FAIL=describe-instances", "ANSWER=An error occurred (UnauthorizedOperation)"}, want: left("unknown: ec2 describe-instances failed, see the Pod log"), lists: true},
 		"NoInstanceLeft": {deleting: true, want: patch{"application/strategic-merge-patch+json", map[string]any{"metadata": map[string]any{"$deleteFromPrimitiveList/finalizers": []any{FinalCheckFinalizer}}}}, lists: true},
 	} {
@@ -179,7 +181,7 @@ func TestFinalCheckScript(t *testing.T) {
 			cmd := exec.Command("/bin/sh", "-c", FinalCheckScript(c))
 			cmd.Env = append([]string{"PATH=" + bin + ":" + filepath.Dir(curl) + ":/usr/bin:/bin", "SERVICE_ACCOUNT_DIR=" + sa,
 				"KUBERNETES_SERVICE_HOST=" + host, "KUBERNETES_SERVICE_PORT=" + port, "FINAL_CHECK_SECONDS=0.1",
-				"FAKE_AWS_STATE=" + state, "AWS_REGION=" + c.Spec.Cluster.Region}, tc.env...)
+				"FAKE_AWS_STATE=" + state, "AWS_REGION=" + c.Spec.Cluster.Region, "HOME=" + t.TempDir()}, tc.env...)
 			var out strings.Builder
 			cmd.Stdout, cmd.Stderr = &out, &out
 			must(t, cmd.Start())

@@ -355,7 +355,9 @@ type Monitoring struct {
 // under the controller's ServiceAccount, what Karpenter will do with its
 // role, before the controller starts.
 type AccessCheck struct {
-	// Image with the AWS CLI and a POSIX shell, pinned.
+	// Image with the AWS CLI, a POSIX shell and curl, pinned. The final
+	// check, which holds an uninstall until EC2 lists no instance of the
+	// cluster's, runs in it too.
 	// +optional
 	Image string `json:"image,omitempty"`
 	// BackoffLimit is no longer used: the check is a Pod, run once for
