@@ -21,7 +21,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/do-now/function-karpenter/internal/cluster"
 	"github.com/do-now/function-karpenter/internal/versions"
 )
 
@@ -36,6 +38,9 @@ import (
 type claimedCluster struct {
 	name string
 	*controlPlane
+	// finalChecks are the final check's Pods' processes (finalCheckKubelet), by Pod; standIns'
+	// own.
+	finalChecks map[types.UID]*proc
 }
 
 var (
@@ -51,7 +56,7 @@ func startClaimedCluster(ctx context.Context, name string) (*claimedCluster, err
 	c := &claimedCluster{name: name, controlPlane: &controlPlane{
 		dir: filepath.Join(cp.dir, "claimed-"+name), logDir: filepath.Join(cp.logDir, "claimed-"+name), bins: cp.bins,
 		nodes: true,
-	}}
+	}, finalChecks: map[types.UID]*proc{}}
 	if err := os.MkdirAll(c.logDir, 0o755); err != nil {
 		return nil, err
 	}
@@ -341,14 +346,19 @@ func providerHealthy(ctx context.Context, p *proc) error {
 // nothing more, every 200ms until ctx ends: Flux's kustomize-controller, for each
 // Kustomization: its finalizer while it lives, its Ready status for the generation it holds (as
 // kustomize-controller reports a revision applied), the finalizer released on deletion. It
-// applies nothing: the claimed cluster holds no NodePool, so the observers find none.
+// applies nothing: the claimed cluster holds no NodePool, so the observers find none. And the
+// kubelet's running of the final check's container (finalCheckKubelet).
 func (c *claimedCluster) standIns(ctx context.Context) {
 	for ctx.Err() == nil {
 		c.flux(ctx)
+		c.finalCheckKubelet(ctx)
 		select {
 		case <-ctx.Done():
 		case <-time.After(200 * time.Millisecond):
 		}
+	}
+	for _, run := range c.finalChecks {
+		run.stop(time.Second)
 	}
 }
 
@@ -493,21 +503,26 @@ func testRealProviderKubernetes(t *testing.T, c *karpenter, claimed *claimedClus
 	}
 	t.Logf("Ready; applied to %s by provider-kubernetes and observed back: %s", claimed.name, strings.Join(applied, ", "))
 	// The access check ran where the platform's system nodes are: kube-scheduler bound its Pod
-	// to the system node (nodeSelector, tolerations, not on Karpenter's nodes), and kwok ran it.
+	// to the system node (nodeSelector, tolerations, not on Karpenter's nodes), and kwok ran it;
+	// the final check's Pod, of its Deployment, runs there.
 	pods, err := claimed.kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
-	if err != nil || len(pods.Items) == 0 {
-		t.Errorf("the claimed cluster %s holds no Pod (%v)", claimed.name, err)
+	if err != nil || len(pods.Items) < 2 {
+		t.Errorf("the claimed cluster %s holds %d Pods, want the access check's and the final check's (%v)", claimed.name, len(pods.Items), err)
 	}
 	for _, p := range pods.Items {
-		if p.Spec.NodeName != "system-0" || p.Status.Phase != corev1.PodSucceeded {
-			t.Errorf("%s/%s: on node %q, %s; want bound to the system node and Succeeded", p.Namespace, p.Name, p.Spec.NodeName, p.Status.Phase)
+		want := corev1.PodSucceeded
+		if p.Labels["app.kubernetes.io/name"] == cluster.FinalCheckName {
+			want = corev1.PodRunning
+		}
+		if p.Spec.NodeName != "system-0" || p.Status.Phase != want {
+			t.Errorf("%s/%s: on node %q, %s; want bound to the system node and %s", p.Namespace, p.Name, p.Spec.NodeName, p.Status.Phase, want)
 		}
 	}
 	if cond := c.condition(poolsCondition); cond == nil || cond["status"] != "Unknown" {
 		t.Errorf("with no NodePool in the claimed cluster, %s must be Unknown, got %v", poolsCondition, cond)
 	}
 
-	c.deleteAndWait()
+	uninstallPastAnInstance(t, c, claimed)
 	for _, name := range applied {
 		if remote, err := claimed.remote(ctx, resources[name]); err != nil || remote != nil {
 			t.Errorf("uninstalled, the claimed cluster %s still holds %s's object (%v)", claimed.name, name, err)

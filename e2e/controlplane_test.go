@@ -194,10 +194,11 @@ rules:
 	// Without the garbage collector, deleting a claim orphans everything it composed; without the
 	// namespace controller a deleted namespace never goes away. Nodes need the node lifecycle
 	// controller: the API server taints every new node not-ready (its TaintNodesByCondition
-	// admission), and only that controller lifts the taint once the node reports Ready.
+	// admission), and only that controller lifts the taint once the node reports Ready; the final
+	// check is a Deployment, which needs the deployment and replicaset controllers for a Pod.
 	controllers := "garbagecollector,namespace"
 	if c.nodes {
-		controllers += ",nodelifecycle"
+		controllers += ",nodelifecycle,deployment,replicaset"
 	}
 	kcm, err := startProc(c.logDir, "kube-controller-manager", nil, c.bins.controllerManager,
 		"--kubeconfig="+c.kubeconfig, "--controllers="+controllers,

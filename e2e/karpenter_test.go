@@ -122,7 +122,7 @@ var steps = []struct {
 		"rule-capacity-reservation", "rule-health", "rule-rebalance", "rule-spot-interruption", "rule-state-change"}}, false},
 	{"InterruptionWiringReady", [][]string{{"interruption-queue-policy", "pod-identity-association",
 		"target-capacity-reservation", "target-health", "target-rebalance", "target-spot-interruption", "target-state-change"}}, false},
-	{"AccessCheckReady", [][]string{{"controller-namespace"}, {"access-check", "controller-service-account"}}, false},
+	{"AccessCheckReady", [][]string{{"controller-namespace"}, {"access-check", "controller-service-account", "final-check", "final-check-rbac", "final-check-rbac-binding"}}, false},
 	{"ControllerReady", [][]string{{"controller-kustomization"}}, false},
 	{"MonitoringReady", [][]string{{"monitoring-kustomization"}}, true},
 	{"NodePoolsReady", [][]string{{"nodes-kustomization"}}, false},

@@ -655,7 +655,9 @@ func (f *fakeProvider) objectStatus(config error, u *unstructured.Unstructured, 
 
 // remoteObject is a manifest as the claimed cluster's API server returns it once created:
 // identity and timestamps (derived from the Object's, so they stay stable), a Namespace Active,
-// the access check's Pod as its kubelet reports it (pod), a Kustomization as its Flux reports it.
+// the access check's Pod as its kubelet reports it (pod), the final check's Deployment available,
+// a Kustomization as its Flux reports it. (The final check's finalizer does not hold the fake's
+// deletion: TestRealProviderKubernetes proves it in a real claimed cluster.)
 func (f *fakeProvider) remoteObject(o *unstructured.Unstructured, manifest map[string]any, w want) map[string]any {
 	s := w.state
 	obj := (&unstructured.Unstructured{Object: manifest}).DeepCopy()
@@ -675,6 +677,10 @@ func (f *fakeProvider) remoteObject(o *unstructured.Unstructured, manifest map[s
 		obj.Object["status"] = map[string]any{"phase": "Active"}
 	case "Pod":
 		f.pod(o, obj, w)
+	case "Deployment":
+		// The final check's, as kube-controller-manager reports it once kwok runs its Pod.
+		obj.SetGeneration(1)
+		obj.Object["status"] = map[string]any{"observedGeneration": int64(1), "replicas": int64(1), "readyReplicas": int64(1), "availableReplicas": int64(1)}
 	case "Kustomization":
 		obj.SetGeneration(1)
 		obj.SetFinalizers([]string{fluxFinalizer})

@@ -878,8 +878,9 @@ func TestOutOfBandStatementNotKept(t *testing.T) {
 // Scenario 6: deleting the claim (for prod-eu), or the namespaced XR (for prod-us), removes
 // everything it composed, the Objects that carry step three to the claimed cluster included, in
 // the order the function's Usages (ClusterUsages for the claim, namespaced Usages for the
-// namespaced XR) set: the nodes before the controller, the controller before its AWS access and
-// the namespace's and ServiceAccount's Objects, each EventBridge target before its rule (and not
+// namespaced XR) set: the nodes before the controller, the controller before the final check,
+// the final check before the AWS access and the namespace's and ServiceAccount's Objects, each
+// EventBridge target before its rule (and not
 // before the queue: that order protects nothing). Crossplane's webhook refuses the deletion of a resource still in use, the garbage
 // collector retries, and Crossplane replays the deletion once the Usage is gone.
 func TestDeletion(t *testing.T) {
@@ -898,17 +899,19 @@ func TestDeletion(t *testing.T) {
 func testDeletion(t *testing.T, c *karpenter) {
 	c.walkToReady()
 	resources, usages := c.composed()
-	if !equalSets(sortedKeys(resources), allNames()) || len(usages) != 21 {
-		t.Fatalf("before deleting: want every resource and 21 Usages, got %v and %d Usages", sortedKeys(resources), len(usages))
+	if !equalSets(sortedKeys(resources), allNames()) || len(usages) != 24 {
+		t.Fatalf("before deleting: want every resource and 24 Usages, got %v and %d Usages", sortedKeys(resources), len(usages))
 	}
 
 	edges := usageEdges(usages)
 	for _, want := range []usageEdge{
 		{"nodes-kustomization", "controller-kustomization"},
-		{"controller-kustomization", "controller-role"},
-		{"controller-kustomization", "pod-identity-association"},
-		{"controller-kustomization", "controller-namespace"},
-		{"controller-kustomization", "controller-service-account"},
+		{"controller-kustomization", "final-check"},
+		{"final-check", "controller-role"},
+		{"final-check", "pod-identity-association"},
+		{"final-check", "controller-namespace"},
+		{"final-check", "controller-service-account"},
+		{"final-check", "final-check-rbac"},
 		{"controller-kustomization", "interruption-queue"},
 		{"controller-kustomization", "target-health"},
 		{"controller-kustomization", "monitoring-kustomization"},
@@ -949,7 +952,7 @@ func testDeletion(t *testing.T, c *karpenter) {
 			t.Fatal(err)
 		}
 		for _, n := range []string{"controller-kustomization", "controller-role", "controller-role-policy", "pod-identity-association",
-			"interruption-queue", "interruption-queue-policy", "rule-health", "target-health", "monitoring-kustomization"} {
+			"final-check", "interruption-queue", "interruption-queue-policy", "rule-health", "target-health", "monitoring-kustomization"} {
 			if _, ok := all[n]; !ok {
 				t.Fatalf("%s released while the private pool's EC2NodeClass still has NodeClaims", n)
 			}

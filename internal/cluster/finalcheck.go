@@ -104,10 +104,13 @@ func FinalCheckScript(c *config.Config) string {
 	line(`patch() { kube -o /dev/null -X PATCH -H "Content-Type: application/$1+json" --data "$2" "$self"; }`)
 	line(`echo "final check: waiting for the uninstall"`)
 	line(`while :; do`)
+	// The API server pretty-prints JSON for curl ("deletionTimestamp":
+	// "...", k8s.io/apiserver v0.35.4 pkg/endpoints/handlers/negotiation,
+	// isPrettyPrint): the pattern ends at the colon.
 	line(`  # Its metadata only (PartialObjectMetadata): nothing of the spec, this script included, is read.`)
 	line(`  if meta=$(kube -H 'Accept: application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1' "$self"); then`)
 	line(`    case "$meta" in`)
-	line(`    *'"deletionTimestamp":"'*)`)
+	line(`    *'"deletionTimestamp":'*)`)
 	call := FinalCheckCall(c)
 	line(`      if left=$(` + words(call.Args) + ` 2>"$HOME/final-check.err"); then`)
 	line(`        left=$(echo $left); [ "$left" != None ] || left=`)

@@ -123,7 +123,15 @@ func (a *apiStandIn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if a.deleting {
 			meta["deletionTimestamp"] = "2026-12-03T07:00:00Z"
 		}
-		_ = json.NewEncoder(w).Encode(map[string]any{"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata", "metadata": meta})
+		body := map[string]any{"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata", "metadata": meta}
+		// Pretty-printed for curl, as kube-apiserver answers it
+		// (k8s.io/apiserver v0.35.4 pkg/endpoints/handlers/negotiation,
+		// isPrettyPrint: a User-Agent starting with curl).
+		b, _ := json.Marshal(body)
+		if strings.HasPrefix(r.UserAgent(), "curl") {
+			b, _ = json.MarshalIndent(body, "", "  ")
+		}
+		_, _ = w.Write(b)
 	case http.MethodPatch:
 		b, _ := io.ReadAll(r.Body)
 		var body map[string]any

@@ -217,27 +217,20 @@ func validateCluster(in v1beta1.Input) field.ErrorList {
 	if in.Monitoring.Namespace != "" {
 		errs = append(errs, dnsLabel(m.Child("namespace"), in.Monitoring.Namespace)...)
 	}
-	for k, v := range in.Monitoring.Labels {
-		for _, msg := range validation.IsQualifiedName(k) {
-			errs = append(errs, field.Invalid(m.Child("labels").Key(k), k, msg))
+	errs = append(errs, labels(m.Child("labels"), in.Monitoring.Labels)...)
+	if u := in.Monitoring.UpstreamDashboards; u != nil {
+		il := m.Child("upstreamDashboards", "instanceLabels")
+		if len(u.InstanceLabels) == 0 {
+			errs = append(errs, field.Required(il, "the labels of the Grafana instances that import the dashboards"))
 		}
-		for _, msg := range validation.IsValidLabelValue(v) {
-			errs = append(errs, field.Invalid(m.Child("labels").Key(k), v, msg))
-		}
+		errs = append(errs, labels(il, u.InstanceLabels)...)
 	}
 	if r, err := strconv.ParseFloat(in.Monitoring.NearLimitsRatio, 64); err != nil || !nearLimitsRatio.MatchString(in.Monitoring.NearLimitsRatio) || r <= 0 || r > 1 {
 		errs = append(errs, field.Invalid(m.Child("nearLimitsRatio"), in.Monitoring.NearLimitsRatio, "must be a decimal in (0, 1], such as 0.9"))
 	}
 
 	c := p.Child("controller")
-	for k, v := range in.Controller.NodeSelector {
-		for _, msg := range validation.IsQualifiedName(k) {
-			errs = append(errs, field.Invalid(c.Child("nodeSelector").Key(k), k, msg))
-		}
-		for _, msg := range validation.IsValidLabelValue(v) {
-			errs = append(errs, field.Invalid(c.Child("nodeSelector").Key(k), v, msg))
-		}
-	}
+	errs = append(errs, labels(c.Child("nodeSelector"), in.Controller.NodeSelector)...)
 	for i, t := range in.Controller.Tolerations {
 		errs = append(errs, validateToleration(c.Child("tolerations").Index(i), t)...)
 	}
@@ -575,4 +568,18 @@ func (c *Config) AWSProviderConfig() string {
 		return cl.AWSProviderConfig
 	}
 	return c.Input.ProviderConfigName
+}
+
+// labels checks a map of Kubernetes labels: qualified names, valid values.
+func labels(path *field.Path, m map[string]string) field.ErrorList {
+	var errs field.ErrorList
+	for k, v := range m {
+		for _, msg := range validation.IsQualifiedName(k) {
+			errs = append(errs, field.Invalid(path.Key(k), k, msg))
+		}
+		for _, msg := range validation.IsValidLabelValue(v) {
+			errs = append(errs, field.Invalid(path.Key(k), v, msg))
+		}
+	}
+	return errs
 }

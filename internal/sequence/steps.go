@@ -68,7 +68,7 @@ func Steps(c *config.Config, o awsres.Observed, p Parts, observed map[resource.N
 		},
 		{
 			Condition: MonitoringReady,
-			Build:     func() (map[resource.Name]runtime.Object, error) { return flux.Monitoring(c) },
+			Build:     func() (map[resource.Name]runtime.Object, error) { return flux.Monitoring(c, p.Controller) },
 			// Alerts matter most when the pools are in trouble: the
 			// node pools do not wait for the monitoring.
 			Beside: true,

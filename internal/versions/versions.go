@@ -112,6 +112,21 @@ type Version struct {
 	// from to this one in one step; empty when every older known version
 	// may.
 	UpgradeFrom string
+	// Dashboards are Karpenter's own Grafana dashboards for this version,
+	// by name, at the URLs its documentation publishes them (its Getting
+	// Started's grafana-values.yaml); delivered by reference, never
+	// copied.
+	Dashboards map[string]string
+}
+
+// dashboards are the capacity and performance dashboards Karpenter's
+// documentation publishes for minor (v1.14, v1.15): the URLs its Getting
+// Started's grafana-values.yaml names (aws/karpenter-provider-aws,
+// website/content/en/<minor>/getting-started/getting-started-with-karpenter/;
+// v1.14 read at main 1d927085, v1.15 at d77d1a3a).
+func dashboards(minor string) map[string]string {
+	base := "https://karpenter.sh/" + minor + "/getting-started/getting-started-with-karpenter/karpenter-"
+	return map[string]string{"capacity": base + "capacity-dashboard.json", "performance": base + "performance-dashboard.json"}
 }
 
 // The first release of each minor the function knew, written out; its
@@ -127,6 +142,7 @@ var (
 		// v1.15.0's zip carries the 1.14.1 chart: this version's own.
 		NearestChart:        karpenterModule + "@v1.15.0",
 		NearestChartVersion: "1.14.1",
+		Dashboards:          dashboards("v1.14"),
 	}
 	v1_15_0 = Version{
 		Version: "1.15.0",
@@ -146,6 +162,7 @@ var (
 		CRDs:                karpenterModule + "@v1.15.0",
 		NearestChart:        karpenterModule + "@v1.15.0",
 		NearestChartVersion: "1.14.1",
+		Dashboards:          dashboards("v1.15"),
 	}
 )
 

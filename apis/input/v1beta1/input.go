@@ -349,6 +349,21 @@ type Monitoring struct {
 	// +kubebuilder:validation:Pattern=`^(0?\.[0-9]*[1-9][0-9]*|1(\.0+)?)$`
 	// +optional
 	NearLimitsRatio string `json:"nearLimitsRatio,omitempty"`
+	// UpstreamDashboards delivers Karpenter's own capacity and performance
+	// dashboards for the controller's version, by reference to the URLs
+	// its documentation publishes them at, as grafana-operator
+	// GrafanaDashboards; none when unset.
+	// +optional
+	UpstreamDashboards *UpstreamDashboards `json:"upstreamDashboards,omitempty"`
+}
+
+// UpstreamDashboards selects the platform's grafana-operator (v5) Grafana
+// instances that import Karpenter's own dashboards.
+type UpstreamDashboards struct {
+	// InstanceLabels are the labels of the Grafana instances that import
+	// them (the GrafanaDashboards' spec.instanceSelector.matchLabels).
+	// +kubebuilder:validation:MinProperties=1
+	InstanceLabels map[string]string `json:"instanceLabels"`
 }
 
 // AccessCheck configures the access check: the preflight Pod that proves,

@@ -1,0 +1,180 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	authv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/do-now/function-karpenter/internal/cluster"
+)
+
+// standInAWS is a stand-in for the AWS CLI and EC2 behind it, for the final check's script: its
+// ec2 describe-instances lists the instance IDs the test wrote to E2E_INSTANCES (nothing when
+// the file is empty or absent), and it keeps every call in E2E_AWS_CALLS. It answers nothing
+// else.
+const standInAWS = `#!/bin/sh
+# A stand-in for the AWS CLI and EC2 (function-karpenter's e2e suite, e2e/finalcheck_test.go).
+echo "$*" >>"$E2E_AWS_CALLS"
+case "$1 $2" in
+"ec2 describe-instances") cat "$E2E_INSTANCES" 2>/dev/null; exit 0 ;;
+esac
+echo "stand-in aws: unexpected call: $*" >&2
+exit 2
+`
+
+// finalCheckKubelet plays, for the final check's Pod, the part of a kubelet kwok cannot: running
+// its container. kwok reports the Pod Running; this runs the container's command as the claimed
+// cluster holds it (the final check's script) on this machine, with the container's
+// environment; the API server's address as a Pod finds it (KUBERNETES_SERVICE_HOST and _PORT);
+// a token the API server issues for the Pod's ServiceAccount, bound to the Pod (TokenRequest,
+// what the kubelet's projected volume holds), and the cluster's CA; and standInAWS for the AWS
+// CLI. Its one change to the script's environment: a round every 2 seconds instead of 30
+// (FINAL_CHECK_SECONDS). A Pod gone, its process is stopped, as a kubelet kills a deleted
+// Pod's containers.
+func (c *claimedCluster) finalCheckKubelet(ctx context.Context) {
+	pods, err := c.kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=" + cluster.FinalCheckName})
+	if err != nil {
+		return
+	}
+	live := map[types.UID]bool{}
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		live[p.UID] = true
+		if c.finalChecks[p.UID] != nil || p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil {
+			continue
+		}
+		run, err := c.runFinalCheck(ctx, p)
+		if err != nil {
+			fmt.Printf("e2e: claimed cluster %s: cannot run the final check's Pod %s: %v\n", c.name, p.Name, err)
+			continue
+		}
+		c.finalChecks[p.UID] = run
+	}
+	for uid, run := range c.finalChecks {
+		if !live[uid] {
+			run.stop(time.Second)
+			delete(c.finalChecks, uid)
+		}
+	}
+}
+
+func (c *claimedCluster) runFinalCheck(ctx context.Context, p *corev1.Pod) (*proc, error) {
+	dir := filepath.Join(c.dir, "final-check-"+string(p.UID))
+	sa, bin := filepath.Join(dir, "serviceaccount"), filepath.Join(dir, "bin")
+	for _, d := range []string{sa, bin} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	expiry := int64(3600)
+	tok, err := c.kube.CoreV1().ServiceAccounts(p.Namespace).CreateToken(ctx, p.Spec.ServiceAccountName, &authv1.TokenRequest{
+		Spec: authv1.TokenRequestSpec{ExpirationSeconds: &expiry, BoundObjectRef: &authv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: p.Name, UID: p.UID}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return nil, err
+	}
+	for path, b := range map[string][]byte{
+		filepath.Join(sa, "token"): []byte(tok.Status.Token), filepath.Join(sa, "ca.crt"): c.ca.certPEM,
+		filepath.Join(bin, "aws"): []byte(standInAWS),
+	} {
+		if err := os.WriteFile(path, b, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	server, err := url.Parse(c.cfg.Host)
+	if err != nil {
+		return nil, err
+	}
+	ctr := p.Spec.Containers[0]
+	env := []string{"PATH=" + bin + ":/usr/bin:/bin", "SERVICE_ACCOUNT_DIR=" + sa, "FINAL_CHECK_SECONDS=2",
+		"KUBERNETES_SERVICE_HOST=" + server.Hostname(), "KUBERNETES_SERVICE_PORT=" + server.Port(),
+		"E2E_INSTANCES=" + c.instances(), "E2E_AWS_CALLS=" + filepath.Join(dir, "aws-calls")}
+	for _, e := range ctr.Env {
+		env = append(env, e.Name+"="+e.Value)
+	}
+	// The container's HOME is /tmp, its own emptyDir: here, a directory of the Pod's own.
+	env = append(env, "HOME="+dir)
+	return startProc(c.logDir, "final-check-"+p.Name, env, ctr.Command[0], ctr.Command[1:]...)
+}
+
+// instances is the file where the test lists the instances EC2 still runs for the claimed
+// cluster, as standInAWS reads it.
+func (c *claimedCluster) instances() string { return filepath.Join(c.dir, "ec2-instances") }
+
+// uninstallPastAnInstance deletes c while EC2 still lists an instance of the claimed cluster's
+// that Karpenter let go of: the uninstall must stop at the final check, whose Deployment is
+// marked deleted and names the instance, with the controller's AWS access and the final check's
+// namespace still there. Then the instance goes, and the uninstall completes; the AWS access
+// goes only after. It returns the deletions the fake provider saw.
+func uninstallPastAnInstance(t *testing.T, c *karpenter, claimed *claimedCluster) []deletion {
+	ctx := t.Context()
+	const leaked = "i-0e2e0000000000001"
+	before, _ := c.composed()
+	namespace, _, _ := unstructured.NestedString(before["final-check"].Object, "spec", "forProvider", "manifest", "metadata", "namespace")
+	if err := os.WriteFile(claimed.instances(), []byte(leaked+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	start, mark := time.Now(), fake.deletionMark()
+	c.delete()
+	deployments := claimed.kube.AppsV1().Deployments(namespace)
+	var named time.Time
+	c.wait(5*time.Minute, "the final check marked deleted and naming "+leaked, func() (bool, error) {
+		d, err := deployments.Get(ctx, cluster.FinalCheckName, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		if d.DeletionTimestamp != nil && d.Annotations[cluster.FinalCheckLeft] == leaked {
+			named = time.Now()
+			return true, nil
+		}
+		return false, nil
+	})
+	t.Logf("the final check holds the uninstall %.0fs after the deletion, naming %s", named.Sub(start).Seconds(), leaked)
+	// A few of its rounds: the uninstall stays there.
+	time.Sleep(10 * time.Second)
+	resources, _ := c.composed()
+	for _, name := range []string{"controller-role", "controller-role-policy", "pod-identity-association", "controller-namespace",
+		"controller-service-account", "final-check", "final-check-rbac", "final-check-rbac-binding"} {
+		r, ok := resources[name]
+		switch {
+		case !ok:
+			t.Errorf("%s is gone while EC2 still lists %s", name, leaked)
+		case name != "final-check" && r.GetDeletionTimestamp() != nil:
+			t.Errorf("%s is being deleted while EC2 still lists %s", name, leaked)
+		}
+	}
+	if _, err := deployments.Get(ctx, cluster.FinalCheckName, metav1.GetOptions{}); err != nil {
+		t.Errorf("the final check's Deployment went while EC2 still lists %s: %v", leaked, err)
+	}
+	if _, ok := resources["controller-kustomization"]; ok {
+		t.Errorf("the final check holds the uninstall while the controller's Kustomization is still there")
+	}
+
+	released := time.Now()
+	if err := os.WriteFile(claimed.instances(), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	deletions := c.waitGone(start, mark)
+	fmt.Printf("e2e: %-40s the uninstall went on %.0fs after EC2 listed no instance\n", t.Name(), time.Since(released).Seconds())
+	for _, d := range deletions {
+		if d.xr == c.xr && (strings.HasPrefix(d.name, "controller-role") || d.name == "pod-identity-association") {
+			if d.at.Before(released) {
+				t.Errorf("%s deleted at %s, before EC2 listed no instance (%s)", d.name, d.at.Format(time.RFC3339), released.Format(time.RFC3339))
+			}
+		}
+	}
+	return deletions
+}
