@@ -41,8 +41,15 @@ check-generated: generate ## Fail when the committed generated files differ from
 .PHONY: test
 test: check-generated docs-test unit fuzz render-test package-test flux-test e2e-test ## Run every test.
 
+# The final check's script calls curl, as its image has it; the unit tests and the e2e suite run
+# that script on this machine. Debian's curl is installed when it is missing.
+.PHONY: curl
+curl:
+	@command -v curl >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq curl; } || \
+	  { echo "the final check's tests need curl: install it" >&2; exit 1; }
+
 .PHONY: unit
-unit: ## Unit and multi-reconcile tests.
+unit: curl ## Unit and multi-reconcile tests.
 	go vet ./...
 	go test $(GO_TEST_FLAGS) ./...
 

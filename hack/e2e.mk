@@ -103,7 +103,7 @@ E2E_TIMEOUT ?= 75m
 E2E_PARALLEL ?= 16
 
 .PHONY: e2e-test
-e2e-test: $(E2E_BINARIES) provider-aws-crds provider-kubernetes-crds flux-crds ## End-to-end tests against a real API server and Crossplane on loopback.
+e2e-test: curl $(E2E_BINARIES) provider-aws-crds provider-kubernetes-crds flux-crds ## End-to-end tests against a real API server and Crossplane on loopback.
 	CGO_ENABLED=0 go build -o $(E2E_FUNCTION) ./fn
 	@xp=$$(cd $(E2E_TOOLS_DIR)/crossplane && go mod download github.com/crossplane/crossplane/v2 && \
 	    go list -m -f '{{.Dir}}' github.com/crossplane/crossplane/v2) && test -n "$$xp" || exit 1; \
