@@ -38,9 +38,10 @@ var faults = []fault{
 }
 
 // TestFaults kills the function, then Crossplane core, then the hub's kube-apiserver (etcd kept),
-// in the middle of a claim's walk (its first step composed, nothing of it Ready yet) and again
-// once the claim is Ready, and starts it again; then once more in the middle of its uninstall
-// (midUninstall). Each time the claim gets to Ready, every composed
+// in the middle of a claim's walk (its first step composed, nothing of it Ready yet), once the
+// claim is Ready, in the middle of its upgrade from Karpenter 1.14.1 to 1.15.0 (midUpgrade), and
+// starts it again; then once more in the middle of its uninstall (midUninstall). Each time the
+// claim gets to where it was going (Ready, upgraded, gone), every composed
 // resource that existed before the fault is the same object after it (same UID, same AWS
 // identity: its external name), and nothing is being deleted. The function stays down mid-walk
 // until the XR's Synced condition says it cannot be called. That takes two minutes: Crossplane
@@ -56,7 +57,10 @@ func TestFaults(t *testing.T) {
 	timed(t)
 	for _, f := range faults {
 		t.Run(f.process, func(t *testing.T) {
-			c := newKarpenter(t, claimAPI, "team-a", "karpenter", "prod-eu")
+			// At 1.14.1, so that it can be upgraded once Ready (prod-eu, the claim's default).
+			c := newKarpenterFrom(t, claimAPI, "team-a", "karpenter", func(u *unstructured.Unstructured) {
+				_ = unstructured.SetNestedField(u.Object, "1.14.1", "spec", "version")
+			})
 			before := c.waitComposed(throughStep(0), converge)
 			f.outage(t, c, "mid-walk", f.reports)
 			c.walkToReady()
@@ -67,9 +71,45 @@ func TestFaults(t *testing.T) {
 			c.waitCondition("Ready", "True", converge)
 			after, _ := c.composed()
 			checkUnchanged(t, "after the "+f.process+" came back with everything Ready", ready, after)
+			f.midUpgrade(t, c)
 			f.midUninstall(t, c)
 		})
 	}
+}
+
+// midUpgrade upgrades the Ready claim from Karpenter 1.14.1 to 1.15.0 and, once the controller's
+// Kustomization moved and the node pools' did not (the claimed cluster's Flux, the fake, holds the
+// new chart unready), takes the fault's process down as outage does. Back, the upgrade is where it
+// was: the node pools still at 1.14.1, VersionReady Upgrading. Once the new chart is Ready the
+// node pools follow, and the claim is Ready at 1.15.0, every composed resource the same object.
+func (f fault) midUpgrade(t *testing.T, c *karpenter) {
+	t.Helper()
+	before, _ := c.composed()
+	c.report(want{state: unready, message: "HelmRelease/karpenter/karpenter status: 'Progressing'"}, "controller-kustomization")
+	claim := c.get()
+	_ = unstructured.SetNestedField(claim.Object, "1.15.0", "spec", "version")
+	if err := c.update(claim); err != nil {
+		t.Fatalf("cannot upgrade the claim: %v", err)
+	}
+	c.wait(converge, "the controller's Kustomization at 1.15.0", func() (bool, error) {
+		got, _ := c.composed()
+		return builtFor(got["controller-kustomization"]) == "1.15.0", nil
+	})
+	f.outage(t, c, "mid-upgrade", f.reports)
+	c.waitCondition("VersionReady", "False", converge, "1.14.1 → 1.15.0")
+	during, _ := c.composed()
+	if v := builtFor(during["nodes-kustomization"]); v != "1.14.1" {
+		t.Errorf("after the %s came back mid-upgrade, the node pools moved to %q before the controller was Ready at 1.15.0", f.process, v)
+	}
+	c.markReady("controller-kustomization")
+	c.wait(converge, "the node pools' Kustomization at 1.15.0", func() (bool, error) {
+		got, _ := c.composed()
+		return builtFor(got["nodes-kustomization"]) == "1.15.0", nil
+	})
+	c.waitCondition("VersionReady", "True", converge, "Karpenter 1.15.0")
+	c.waitCondition("Ready", "True", converge)
+	after, _ := c.composed()
+	checkUnchanged(t, "after the "+f.process+" came back mid-upgrade", before, after)
 }
 
 // midUninstall deletes the claim and, once the first level of the Usages' order is gone (the
