@@ -91,23 +91,14 @@ func (f fault) midUpgrade(t *testing.T, c *karpenter) {
 	if err := c.update(claim); err != nil {
 		t.Fatalf("cannot upgrade the claim: %v", err)
 	}
-	c.wait(converge, "the controller's Kustomization at 1.15.0", func() (bool, error) {
-		got, _ := c.composed()
-		return builtFor(got["controller-kustomization"]) == "1.15.0", nil
-	})
+	c.waitBuiltFor("controller-kustomization", "1.15.0", converge)
 	f.outage(t, c, "mid-upgrade", f.reports)
 	c.waitCondition("VersionReady", "False", converge, "1.14.1 → 1.15.0")
 	during, _ := c.composed()
 	if v := builtFor(during["nodes-kustomization"]); v != "1.14.1" {
 		t.Errorf("after the %s came back mid-upgrade, the node pools moved to %q before the controller was Ready at 1.15.0", f.process, v)
 	}
-	c.markReady("controller-kustomization")
-	c.wait(converge, "the node pools' Kustomization at 1.15.0", func() (bool, error) {
-		got, _ := c.composed()
-		return builtFor(got["nodes-kustomization"]) == "1.15.0", nil
-	})
-	c.waitCondition("VersionReady", "True", converge, "Karpenter 1.15.0")
-	c.waitCondition("Ready", "True", converge)
+	c.finishUpgrade("1.15.0")
 	after, _ := c.composed()
 	checkUnchanged(t, "after the "+f.process+" came back mid-upgrade", before, after)
 }

@@ -51,10 +51,7 @@ func TestUpgrade(t *testing.T) {
 	if cond := c.condition("VersionReady"); cond["reason"] != "Upgrading" {
 		t.Errorf("VersionReady reason %v, want Upgrading", cond["reason"])
 	}
-	c.wait(react, "the controller's Kustomization at 1.15.0", func() (bool, error) {
-		got, _ := c.composed()
-		return builtFor(got["controller-kustomization"]) == "1.15.0", nil
-	})
+	c.waitBuiltFor("controller-kustomization", "1.15.0", react)
 	// Let Crossplane reconcile a few more times: the node pools must stay where they are.
 	time.Sleep(5 * time.Second)
 	during, _ := c.composed()
@@ -68,13 +65,7 @@ func TestUpgrade(t *testing.T) {
 		t.Errorf("the claim is Ready during the upgrade: %v", ready)
 	}
 
-	c.markReady("controller-kustomization")
-	c.wait(converge, "the node pools' Kustomization at 1.15.0", func() (bool, error) {
-		got, _ := c.composed()
-		return builtFor(got["nodes-kustomization"]) == "1.15.0", nil
-	})
-	c.waitCondition("VersionReady", "True", converge, "Karpenter 1.15.0")
-	c.waitCondition("Ready", "True", converge)
+	c.finishUpgrade("1.15.0")
 
 	after, _ := c.composed()
 	checkSurvived(t, "by the upgrade", before, after)
@@ -99,4 +90,23 @@ func TestUpgrade(t *testing.T) {
 	if v := builtFor(refused["controller-kustomization"]); v != "1.15.0" {
 		t.Errorf("after a refused downgrade the controller's Kustomization carries %q, want 1.15.0", v)
 	}
+}
+
+// waitBuiltFor waits until the Kustomization Object name carries Karpenter version v.
+func (c *karpenter) waitBuiltFor(name, v string, timeout time.Duration) {
+	c.t.Helper()
+	c.wait(timeout, name+" at "+v, func() (bool, error) {
+		got, _ := c.composed()
+		return builtFor(got[name]) == v, nil
+	})
+}
+
+// finishUpgrade has the claimed cluster's Flux report the new chart Ready, then waits until the
+// node pools follow to v and the claim is Current and Ready.
+func (c *karpenter) finishUpgrade(v string) {
+	c.t.Helper()
+	c.markReady("controller-kustomization")
+	c.waitBuiltFor("nodes-kustomization", v, converge)
+	c.waitCondition("VersionReady", "True", converge, "Karpenter "+v)
+	c.waitCondition("Ready", "True", converge)
 }
