@@ -10,7 +10,8 @@
 # Shard n runs the tests that REGEX n selects (`go test -run`), the last shard every test no REGEX
 # selects (`go test -skip`): each test runs in exactly one shard. Each line of output is prefixed
 # with its shard's number. When GO_TEST_ARGS select tests themselves (-run), one process runs them.
-# Exits non-zero when any shard fails.
+# Exits non-zero when any shard fails, after repeating what failed (a failing shard's verdicts and
+# panics, and the lines before its first one) last, where the tail of a log shows it.
 set -euo pipefail
 
 shards=()
@@ -25,11 +26,15 @@ for a in "$@"; do
 	case "$a" in -run | -run=* | -test.run | -test.run=*) exec go test "$@" ;; esac
 done
 
-# shard N SELECTION...: one go test process, its output prefixed with [N].
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+
+# shard N SELECTION...: one go test process, its output prefixed with [N], and kept in $out/N.
 shard() {
 	local n=$1
 	shift
-	go test "$@" 2>&1 | sed -u "s/^/[$n] /"
+	go test "$@" 2>&1 | sed -u "s/^/[$n] /" | tee "$out/$n"
+	return "${PIPESTATUS[0]}"
 }
 
 trap 'kill $(jobs -p) 2>/dev/null' INT TERM
@@ -48,4 +53,14 @@ rc=0
 for p in "${pids[@]}"; do
 	wait "$p" || rc=1
 done
+if [ "$rc" -ne 0 ]; then
+	echo "e2e: what failed, shard by shard:"
+	for f in "$out"/*; do
+		grep -q -E '^\[[0-9]+\] (--- FAIL|FAIL|panic:)' "$f" || continue
+		# The 40 lines before a shard's first failure verdict (the failing test's last messages),
+		# then every verdict and panic of that shard.
+		grep -m1 -B 40 -E '^\[[0-9]+\] +(--- FAIL|FAIL|panic:)' "$f" || true
+		grep -E '^\[[0-9]+\] +(--- FAIL|FAIL|panic:)' "$f" || true
+	done
+fi
 exit "$rc"
