@@ -593,13 +593,14 @@ func TestAccessCheckFails(t *testing.T) {
 func TestAccessCheckRecovers(t *testing.T) {
 	timed(t)
 	forEachAPIAtOnce(t, func(t *testing.T, a *api) {
-		c := newKarpenter(t, a, "team-a", "karpenter", "prod-eu")
-		if a.namespaced {
-			c = newKarpenterFrom(t, a, "team-b", "karpenter", onProdUS)
-		}
+		// One request per API, each for a cluster of its own: both run at once, and two requests
+		// for one cluster would race for it (one Karpenter per cluster).
+		var c *karpenter
 		cluster, region := "prod-eu", "eu-west-3"
 		if a.namespaced {
-			cluster, region = "prod-us", "us-east-1"
+			c, cluster, region = newKarpenterFrom(t, a, "team-b", "karpenter", onProdUS), "prod-us", "us-east-1"
+		} else {
+			c = newKarpenter(t, a, "team-a", "karpenter", cluster)
 		}
 		start := time.Now()
 		message := accessCheckMessage(checkCredentials, awsRefusal(checkCredentials, cluster, region))
