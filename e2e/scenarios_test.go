@@ -368,7 +368,8 @@ func (c *karpenter) walkToReady() { c.t.Helper(); walkToReady(c.t, c) }
 
 // walk has the fake provider report, for every composed resource of the requests as soon as it
 // appears, what overrides says for its name, or Ready, until done holds. Each new resource (or
-// done) must come within converge of the last.
+// done) must come within converge of the last. A request the function refuses fails the walk at
+// once: no walked request is meant to be refused, and a refused one would only time out.
 func walk(t *testing.T, overrides map[string]want, done func() bool, cs ...*karpenter) {
 	t.Helper()
 	reported := map[string]bool{}
@@ -380,6 +381,9 @@ func walk(t *testing.T, overrides map[string]want, done func() bool, cs ...*karp
 		err := waitFor(t.Context(), converge, "another composed resource, or "+strings.Join(what, " and ")+" done", func() (bool, error) {
 			progress := false
 			for _, c := range cs {
+				if a := c.condition("Accepted"); a != nil && a["status"] == "False" {
+					return false, fmt.Errorf("%s is refused (%s): %s", c, a["reason"], a["message"])
+				}
 				resources, _ := c.composed()
 				for _, n := range sortedKeys(resources) {
 					if reported[c.xr.String()+"/"+n] {
