@@ -1,12 +1,14 @@
 package main
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
 	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
 	"github.com/crossplane/function-sdk-go/resource"
 
+	"github.com/do-now/function-karpenter/internal/flux"
 	"github.com/do-now/function-karpenter/internal/versions"
 )
 
@@ -33,10 +35,14 @@ func TestUpstreamDashboardsBesideTheMonitoring(t *testing.T) {
 		}
 		observed = aws.observe(rsp, true)
 	}
-	v, err := versions.Get("1.15.2")
-	if err != nil {
-		t.Fatal(err)
+	// The version the claim runs, as its controller's Kustomization installs it (the chart).
+	chart := dig(rsp.GetDesired().GetResources()["controller-kustomization"].GetResource().AsMap(),
+		"spec", "forProvider", "manifest", "spec", "postBuild", "substitute", flux.VarKarpenterVersion)
+	i := slices.IndexFunc(versions.All, func(v versions.Version) bool { return v.Chart == chart })
+	if i < 0 {
+		t.Fatalf("the controller installs chart %v, of no known version", chart)
 	}
+	v := versions.All[i]
 	for name, url := range v.Dashboards {
 		r := rsp.GetDesired().GetResources()["upstream-dashboard-"+name]
 		if r == nil {
