@@ -420,7 +420,7 @@ func (c *claimedCluster) remote(ctx context.Context, o *unstructured.Unstructure
 // observe-only Objects stay harmless when the claimed cluster holds nothing to observe.
 // Uninstalled, the claimed cluster holds nothing of the request. The claim's walk goes through
 // the faults of claimedFaults: prod-eu's API server unreachable for a minute, provider-kubernetes
-// killed, mid-walk and once Ready.
+// killed, mid-walk, once Ready and mid-uninstall.
 func TestRealProviderKubernetes(t *testing.T) {
 	timed(t)
 	ctx := t.Context()
@@ -522,7 +522,7 @@ func testRealProviderKubernetes(t *testing.T, c *karpenter, claimed *claimedClus
 		t.Errorf("with no NodePool in the claimed cluster, %s must be Unknown, got %v", poolsCondition, cond)
 	}
 
-	uninstallPastAnInstance(t, c, claimed)
+	uninstallPastAnInstance(t, c, claimed, faults)
 	for _, name := range applied {
 		if remote, err := claimed.remote(ctx, resources[name]); err != nil || remote != nil {
 			t.Errorf("uninstalled, the claimed cluster %s still holds %s's object (%v)", claimed.name, name, err)

@@ -220,7 +220,8 @@ func (c *controlPlane) apiserverReady(ctx context.Context, p *proc) error {
 //     composed, and started again a minute later: step 3's Objects cannot be applied, and the
 //     claim's AccessCheckReady says so, naming the Object and the provider's error;
 //   - provider-kubernetes killed as step 4 is composed, started again 10 seconds later;
-//   - with the request Ready, both again, one after the other.
+//   - with the request Ready, both again, one after the other;
+//   - mid-uninstall, while the final check holds it (EC2 still lists an instance), both again.
 //
 // provider-kubernetes re-reads an Object that is Ready every 10 minutes (v1.3.1
 // cmd/provider/main.go, --poll, default 10m): a Ready request does not notice a claimed cluster
@@ -307,6 +308,19 @@ func (f *claimedFaults) atReady(t *testing.T, c *karpenter) {
 			t.Errorf("after %s came back, the claimed cluster's objects are not the same: %v, were %v", fault.what, now, remote)
 		}
 	}
+}
+
+// midUninstall kills, while the uninstall waits at the final check, provider-kubernetes, then the
+// claimed cluster's API server, as atReady does; uninstallPastAnInstance checks the uninstall still
+// holds after, and completes once the instance goes.
+func (f *claimedFaults) midUninstall(t *testing.T) {
+	back := f.restartProvider(t, 10*time.Second)
+	t.Logf("provider-kubernetes killed mid-uninstall, healthy again %s", back.Format(time.TimeOnly))
+	f.claimed.process(t, "kube-apiserver").kill()
+	time.Sleep(claimedOutage)
+	back = f.restartClaimed(t)
+	fmt.Printf("e2e: %-40s provider-kubernetes, then the claimed cluster's kube-apiserver killed mid-uninstall; back %s\n",
+		t.Name(), back.Format(time.TimeOnly))
 }
 
 // restartProvider kills provider-kubernetes, keeps it down for down and starts it again; it

@@ -110,6 +110,19 @@ func (c *claimedCluster) runFinalCheck(ctx context.Context, p *corev1.Pod) (*pro
 	return startProc(c.logDir, "final-check-"+p.Name, env, ctr.Command[0], ctr.Command[1:]...)
 }
 
+// awsCalls is how much the final checks' stand-in AWS CLI has been asked so far, in the claimed
+// cluster's Pods (the bytes of their E2E_AWS_CALLS files): it grows with every round that lists.
+func (c *claimedCluster) awsCalls() int64 {
+	files, _ := filepath.Glob(filepath.Join(c.dir, "final-check-*", "aws-calls"))
+	var n int64
+	for _, f := range files {
+		if st, err := os.Stat(f); err == nil {
+			n += st.Size()
+		}
+	}
+	return n
+}
+
 // instances is the file where the test lists the instances EC2 still runs for the claimed
 // cluster, as standInAWS reads it.
 func (c *claimedCluster) instances() string { return filepath.Join(c.dir, "ec2-instances") }
@@ -117,9 +130,11 @@ func (c *claimedCluster) instances() string { return filepath.Join(c.dir, "ec2-i
 // uninstallPastAnInstance deletes c while EC2 still lists an instance of the claimed cluster's
 // that Karpenter let go of: the uninstall must stop at the final check, whose Deployment is
 // marked deleted and names the instance, with the controller's AWS access and the final check's
-// namespace still there. Then the instance goes, and the uninstall completes; the AWS access
-// goes only after. It returns the deletions the fake provider saw.
-func uninstallPastAnInstance(t *testing.T, c *karpenter, claimed *claimedCluster) []deletion {
+// namespace still there. With faults, while it holds, provider-kubernetes and then the claimed
+// cluster's API server go down and come back (claimedFaults.midUninstall), and it still holds.
+// Then the instance goes, and the uninstall completes; the AWS access goes only after. It returns
+// the deletions the fake provider saw.
+func uninstallPastAnInstance(t *testing.T, c *karpenter, claimed *claimedCluster, faults *claimedFaults) []deletion {
 	ctx := t.Context()
 	const leaked = "i-0e2e0000000000001"
 	before, _ := c.composed()
@@ -143,24 +158,39 @@ func uninstallPastAnInstance(t *testing.T, c *karpenter, claimed *claimedCluster
 		return false, nil
 	})
 	t.Logf("the final check holds the uninstall %.0fs after the deletion, naming %s", named.Sub(start).Seconds(), leaked)
-	// A few of its rounds: the uninstall stays there.
-	time.Sleep(10 * time.Second)
-	resources, _ := c.composed()
-	for _, name := range []string{"controller-role", "controller-role-policy", "pod-identity-association", "controller-namespace",
-		"controller-service-account", "final-check", "final-check-rbac", "final-check-rbac-binding"} {
-		r, ok := resources[name]
-		switch {
-		case !ok:
-			t.Errorf("%s is gone while EC2 still lists %s", name, leaked)
-		case name != "final-check" && r.GetDeletionTimestamp() != nil:
-			t.Errorf("%s is being deleted while EC2 still lists %s", name, leaked)
+	// holds checks that the uninstall stays at the final check.
+	holds := func(when string) {
+		t.Helper()
+		resources, _ := c.composed()
+		for _, name := range []string{"controller-role", "controller-role-policy", "pod-identity-association", "controller-namespace",
+			"controller-service-account", "final-check", "final-check-rbac", "final-check-rbac-binding"} {
+			r, ok := resources[name]
+			switch {
+			case !ok:
+				t.Errorf("%s: %s is gone while EC2 still lists %s", when, name, leaked)
+			case name != "final-check" && r.GetDeletionTimestamp() != nil:
+				t.Errorf("%s: %s is being deleted while EC2 still lists %s", when, name, leaked)
+			}
+		}
+		if _, err := deployments.Get(ctx, cluster.FinalCheckName, metav1.GetOptions{}); err != nil {
+			t.Errorf("%s: the final check's Deployment went while EC2 still lists %s: %v", when, leaked, err)
+		}
+		if _, ok := resources["controller-kustomization"]; ok {
+			t.Errorf("%s: the final check holds the uninstall while the controller's Kustomization is still there", when)
 		}
 	}
-	if _, err := deployments.Get(ctx, cluster.FinalCheckName, metav1.GetOptions{}); err != nil {
-		t.Errorf("the final check's Deployment went while EC2 still lists %s: %v", leaked, err)
-	}
-	if _, ok := resources["controller-kustomization"]; ok {
-		t.Errorf("the final check holds the uninstall while the controller's Kustomization is still there")
+	// A few of its rounds: the uninstall stays there.
+	time.Sleep(10 * time.Second)
+	holds("held")
+	if faults != nil {
+		calls := claimed.awsCalls()
+		faults.midUninstall(t)
+		// Held after the faults only means something once the final check has read its
+		// Deployment and asked EC2 again.
+		c.wait(2*time.Minute, "the final check asking EC2 again after the faults", func() (bool, error) {
+			return claimed.awsCalls() > calls, nil
+		})
+		holds("after provider-kubernetes and the claimed cluster's API server came back")
 	}
 
 	released := time.Now()

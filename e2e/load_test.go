@@ -4,11 +4,14 @@ package e2e
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"net/http"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -44,6 +47,7 @@ func TestLoad(t *testing.T) {
 
 	before := scrapeCrossplane(t)
 	fnCPU, coreCPU := fn.cpu(t), core.cpu(t)
+	shares := cpuShares(t)
 	start := time.Now()
 	ks := make([]*karpenter, n)
 	for i, cl := range clusters {
@@ -72,6 +76,8 @@ func TestLoad(t *testing.T) {
 		return all, nil
 	})
 	walked := time.Since(start)
+	// Where the CPU went, printed whether or not every claim got Ready.
+	fmt.Printf("load: walk: %s\n", shares.since(t))
 	walk := scrapeCrossplane(t)
 	walkFn, walkCore := fn.cpu(t)-fnCPU, core.cpu(t)-coreCPU
 	if err != nil {
@@ -97,7 +103,9 @@ func TestLoad(t *testing.T) {
 	time.Sleep(settling)
 	fnCPU, coreCPU = fn.cpu(t), core.cpu(t)
 	quiet, quietFn := scrapeCrossplane(t), scrape(t, cp.functionMetrics)
+	shares = cpuShares(t)
 	time.Sleep(settle)
+	fmt.Printf("load: settled: %s\n", shares.since(t))
 	settled := scrapeCrossplane(t).since(quiet)
 	settledFn, settledCore := fn.cpu(t)-fnCPU, core.cpu(t)-coreCPU
 	answers := scrape(t, cp.functionMetrics).since(quietFn)
@@ -109,7 +117,7 @@ func TestLoad(t *testing.T) {
 	}
 
 	// Deleted: every claim at once, until each, its XR and all it composed are gone.
-	start = time.Now()
+	start, shares = time.Now(), cpuShares(t)
 	for _, k := range ks {
 		k.delete()
 	}
@@ -132,6 +140,7 @@ func TestLoad(t *testing.T) {
 	}
 	gone := scrapeCrossplane(t)
 	fmt.Printf("load: %d claims deleted: everything gone in %.0fs\n", n, time.Since(start).Seconds())
+	fmt.Printf("load: deletion: %s\n", shares.since(t))
 
 	errs := gone.errors() - before.errors()
 	if errs > 0 {
@@ -306,9 +315,51 @@ func (c *controlPlane) process(t *testing.T, name string) *proc {
 }
 
 // cpu is the process's user and system CPU so far, from /proc/<pid>/stat (clock ticks of 10ms).
-func (p *proc) cpu(t *testing.T) time.Duration {
+func (p *proc) cpu(t *testing.T) time.Duration { t.Helper(); return pidCPU(t, p.cmd.Process.Pid) }
+
+// busiest are the processes whose CPU the load test reports (cpuShares): the control plane's,
+// Crossplane's and the function's; the test process itself is where the fake providers run.
+var busiest = []string{"kube-apiserver", "etcd", "kube-controller-manager", "crossplane", "function"}
+
+// cpuSnapshot is the CPU each of busiest, and the test process, had used at one moment.
+type cpuSnapshot struct {
+	at  time.Time
+	cpu map[string]time.Duration
+}
+
+// testProcess names, in cpuShares, this test process: the fake providers and the test's polling.
+const testProcess = "the test process (fake providers)"
+
+func cpuShares(t *testing.T) cpuSnapshot {
 	t.Helper()
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
+	s := cpuSnapshot{at: time.Now(), cpu: map[string]time.Duration{testProcess: pidCPU(t, os.Getpid())}}
+	for _, name := range busiest {
+		s.cpu[name] = cp.process(t, name).cpu(t)
+	}
+	return s
+}
+
+// since says where the CPU went from s until now: each process's CPU seconds and share of the
+// machine's cores, the busiest first.
+func (s cpuSnapshot) since(t *testing.T) string {
+	t.Helper()
+	now := cpuShares(t)
+	wall := now.at.Sub(s.at).Seconds()
+	used := func(n string) time.Duration { return now.cpu[n] - s.cpu[n] }
+	names := slices.Collect(maps.Keys(now.cpu))
+	slices.SortFunc(names, func(a, b string) int { return cmp.Or(cmp.Compare(used(b), used(a)), strings.Compare(a, b)) })
+	cores := float64(runtime.NumCPU())
+	var parts []string
+	for _, n := range names {
+		parts = append(parts, fmt.Sprintf("%s %.0fs (%.0f%%)", n, used(n).Seconds(), 100*used(n).Seconds()/wall/cores))
+	}
+	return fmt.Sprintf("CPU over %.0fs on %.0f cores: %s", wall, cores, strings.Join(parts, ", "))
+}
+
+// pidCPU is a process's user and system CPU so far, from /proc/<pid>/stat (clock ticks of 10ms).
+func pidCPU(t *testing.T, pid int) time.Duration {
+	t.Helper()
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		t.Fatal(err)
 	}
