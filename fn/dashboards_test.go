@@ -1,7 +1,6 @@
 package main
 
 import (
-	"slices"
 	"strings"
 	"testing"
 
@@ -38,11 +37,11 @@ func TestUpstreamDashboardsBesideTheMonitoring(t *testing.T) {
 	// The version the claim runs, as its controller's Kustomization installs it (the chart).
 	chart := dig(rsp.GetDesired().GetResources()["controller-kustomization"].GetResource().AsMap(),
 		"spec", "forProvider", "manifest", "spec", "postBuild", "substitute", flux.VarKarpenterVersion)
-	i := slices.IndexFunc(versions.All, func(v versions.Version) bool { return v.Chart == chart })
-	if i < 0 {
+	s, _ := chart.(string)
+	v, ok := versions.OfChart(s)
+	if !ok {
 		t.Fatalf("the controller installs chart %v, of no known version", chart)
 	}
-	v := versions.All[i]
 	for name, url := range v.Dashboards {
 		r := rsp.GetDesired().GetResources()["upstream-dashboard-"+name]
 		if r == nil {

@@ -230,17 +230,10 @@ func applied(observed map[resource.Name]resource.ObservedComposed, name resource
 		return ""
 	}
 	v, _ := ocd.Resource.GetString("spec.forProvider.manifest.spec.postBuild.substitute." + flux.VarKarpenterVersion)
-	return chartVersion(v)
-}
-
-// chartVersion maps a chart version back to its Karpenter version.
-func chartVersion(chart string) string {
-	for _, v := range versions.All {
-		if v.Chart == chart {
-			return v.Version
-		}
+	if known, ok := versions.OfChart(v); ok {
+		return known.Version
 	}
-	return chart
+	return v
 }
 
 // samePolicy tells whether two versions' controller policies are the same

@@ -214,6 +214,16 @@ func Get(v string) (Version, error) {
 	return All[i], nil
 }
 
+// OfChart is the known version whose chart is chart: what a Kustomization
+// built for it records (internal/flux, VarKarpenterVersion).
+func OfChart(chart string) (Version, bool) {
+	i := slices.IndexFunc(All, func(x Version) bool { return x.Chart == chart })
+	if i < 0 {
+		return Version{}, false
+	}
+	return All[i], true
+}
+
 // ControllerPolicy is v's controller policy with the given gates enabled.
 func (v Version) ControllerPolicy(p policy.ControllerParams, gates []Gate) policy.Document {
 	doc := v.Policy(p)
