@@ -234,8 +234,8 @@ type claimedFaults struct {
 	down     time.Time // when the claimed cluster's API server was killed mid-walk
 }
 
-// claimedOutage is how long the claimed cluster's API server stays unreachable.
-const claimedOutage = time.Minute
+// claimedDown is how long the claimed cluster's API server stays unreachable.
+const claimedDown = time.Minute
 
 // beforeReady runs at step i of the walk, once the step is composed and before the fake
 // provider reports its AWS resources Ready (which lets the function compose the next step).
@@ -267,7 +267,7 @@ func (f *claimedFaults) beforeComposed(t *testing.T, c *karpenter, i int) (back 
 		// The namespace, step 3's first round, cannot be applied: the next round waits for it.
 		cond := c.waitCondition(steps[i].condition, "False", 2*time.Minute, "controller-namespace", "Synced=False")
 		t.Logf("the claimed cluster's API server down: %s=False: %s", steps[i].condition, cond["message"])
-		time.Sleep(time.Until(f.down.Add(claimedOutage)))
+		time.Sleep(time.Until(f.down.Add(claimedDown)))
 		restarted = true
 		return f.restartClaimed(t)
 	case "ControllerReady":
@@ -284,17 +284,7 @@ func (f *claimedFaults) atReady(t *testing.T, c *karpenter) {
 	}
 	before, _ := c.composed()
 	remote := f.remoteUIDs(t, before)
-	for _, fault := range []struct {
-		what   string
-		outage func() time.Time
-	}{
-		{"provider-kubernetes", func() time.Time { return f.restartProvider(t, 10*time.Second) }},
-		{"the claimed cluster's kube-apiserver", func() time.Time {
-			f.claimed.process(t, "kube-apiserver").kill()
-			time.Sleep(claimedOutage)
-			return f.restartClaimed(t)
-		}},
-	} {
+	for _, fault := range f.outages(t) {
 		back := fault.outage()
 		c.wait(converge, "the XR Synced and Ready again", func() (bool, error) {
 			xr := c.getXR()
@@ -310,17 +300,34 @@ func (f *claimedFaults) atReady(t *testing.T, c *karpenter) {
 	}
 }
 
-// midUninstall kills, while the uninstall waits at the final check, provider-kubernetes, then the
-// claimed cluster's API server, as atReady does; uninstallPastAnInstance checks the uninstall still
-// holds after, and completes once the instance goes.
+// A claimedOutage is one of the parts atReady and midUninstall stop: outage stops it, starts it
+// again and returns when it is back.
+type claimedOutage struct {
+	what   string
+	outage func() time.Time
+}
+
+// outages are provider-kubernetes down 10 seconds, then the claimed cluster's API server down for
+// claimedDown.
+func (f *claimedFaults) outages(t *testing.T) []claimedOutage {
+	return []claimedOutage{
+		{"provider-kubernetes", func() time.Time { return f.restartProvider(t, 10*time.Second) }},
+		{"the claimed cluster's kube-apiserver", func() time.Time {
+			f.claimed.process(t, "kube-apiserver").kill()
+			time.Sleep(claimedDown)
+			return f.restartClaimed(t)
+		}},
+	}
+}
+
+// midUninstall stops, while the uninstall waits at the final check, the parts of outages one
+// after the other, as atReady does; uninstallPastAnInstance checks the uninstall still holds
+// after, and completes once the instance goes.
 func (f *claimedFaults) midUninstall(t *testing.T) {
-	back := f.restartProvider(t, 10*time.Second)
-	t.Logf("provider-kubernetes killed mid-uninstall, healthy again %s", back.Format(time.TimeOnly))
-	f.claimed.process(t, "kube-apiserver").kill()
-	time.Sleep(claimedOutage)
-	back = f.restartClaimed(t)
-	fmt.Printf("e2e: %-40s provider-kubernetes, then the claimed cluster's kube-apiserver killed mid-uninstall; back %s\n",
-		t.Name(), back.Format(time.TimeOnly))
+	for _, fault := range f.outages(t) {
+		back := fault.outage()
+		fmt.Printf("e2e: %-40s %s killed mid-uninstall, back %s\n", t.Name(), fault.what, back.Format(time.TimeOnly))
+	}
 }
 
 // restartProvider kills provider-kubernetes, keeps it down for down and starts it again; it

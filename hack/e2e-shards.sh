@@ -55,12 +55,13 @@ for p in "${pids[@]}"; do
 done
 if [ "$rc" -ne 0 ]; then
 	echo "e2e: what failed, shard by shard:"
+	failed='^\[[0-9]+\] +(--- FAIL|FAIL|panic:)' # go test's failure verdicts, a subtest's indented
 	for f in "$out"/*; do
-		grep -q -E '^\[[0-9]+\] (--- FAIL|FAIL|panic:)' "$f" || continue
-		# The 40 lines before a shard's first failure verdict (the failing test's last messages),
-		# then every verdict and panic of that shard.
-		grep -m1 -B 40 -E '^\[[0-9]+\] +(--- FAIL|FAIL|panic:)' "$f" || true
-		grep -E '^\[[0-9]+\] +(--- FAIL|FAIL|panic:)' "$f" || true
+		grep -q -E "$failed" "$f" || continue
+		# The 40 lines before a shard's first failure (the failing test's last messages), then
+		# every failure line of that shard.
+		grep -m1 -B 40 -E "$failed" "$f" || true
+		grep -E "$failed" "$f" || true
 	done
 fi
 exit "$rc"
