@@ -31,20 +31,21 @@ const (
 
 // Defaults of the cluster half of the input.
 const (
-	DefaultFluxNamespace          = "flux-system"
-	DefaultSourceKind             = "GitRepository"
-	DefaultSourceName             = "flux-system"
-	DefaultControllerPath         = "./examples/gitops/controller"
-	DefaultNodesPath              = "./examples/gitops/nodes"
-	DefaultMonitoringPath         = "./examples/gitops/monitoring"
-	DefaultNearLimitsRatio        = "0.9"
-	DefaultFluxInterval           = "10m"
-	DefaultFluxTimeout            = "10m"
-	DefaultAccessCheckImage       = "public.ecr.aws/aws-cli/aws-cli:2.31.30"
-	DefaultBackoffLimit     int32 = 6
-	DefaultDeadline         int64 = 600
-	DefaultAttempts         int32 = 4
-	DefaultRootVolumeSize         = "50Gi"
+	DefaultFluxNamespace           = "flux-system"
+	DefaultSourceKind              = "GitRepository"
+	DefaultSourceName              = "flux-system"
+	DefaultControllerPath          = "./examples/gitops/controller"
+	DefaultNodesPath               = "./examples/gitops/nodes"
+	DefaultMonitoringPath          = "./examples/gitops/monitoring"
+	DefaultNearLimitsRatio         = "0.9"
+	DefaultFluxInterval            = "10m"
+	DefaultFluxTimeout             = "10m"
+	DefaultFluxRetryInterval       = "1m"
+	DefaultAccessCheckImage        = "public.ecr.aws/aws-cli/aws-cli:2.31.30"
+	DefaultBackoffLimit      int32 = 6
+	DefaultDeadline          int64 = 600
+	DefaultAttempts          int32 = 4
+	DefaultRootVolumeSize          = "50Gi"
 	// DefaultPublicSecurityGroupSuffix names the public nodes' security
 	// group <cluster>-public-nodes.
 	DefaultPublicSecurityGroupSuffix = "-public-nodes"
@@ -74,6 +75,7 @@ func defaultCluster(in *v1beta1.Input) {
 	setDefault(&f.MonitoringPath, DefaultMonitoringPath)
 	setDefault(&f.Interval, DefaultFluxInterval)
 	setDefault(&f.Timeout, DefaultFluxTimeout)
+	setDefault(&f.RetryInterval, DefaultFluxRetryInterval)
 	setDefault(&in.SettledInterval, DefaultSettledInterval)
 
 	m := &in.Monitoring
@@ -202,7 +204,7 @@ func validateCluster(in v1beta1.Input) field.ErrorList {
 			errs = append(errs, field.Invalid(f.Child(name), path, "must be a relative path inside the source, starting with ./"))
 		}
 	}
-	for name, d := range map[string]string{"interval": in.Flux.Interval, "timeout": in.Flux.Timeout} {
+	for name, d := range map[string]string{"interval": in.Flux.Interval, "timeout": in.Flux.Timeout, "retryInterval": in.Flux.RetryInterval} {
 		if v, err := time.ParseDuration(d); err != nil || v <= 0 {
 			errs = append(errs, field.Invalid(f.Child(name), d, "must be a positive Go duration such as 10m"))
 		}

@@ -34,6 +34,7 @@ func TestClusterDefaults(t *testing.T) {
 			MonitoringPath: "./examples/gitops/monitoring",
 			Interval:       "10m",
 			Timeout:        "10m",
+			RetryInterval:  "1m",
 		},
 		Controller: v1beta1.Controller{ControllerSize: v1beta1.ControllerSize{Replicas: &replicas, Resources: &corev1.ResourceRequirements{
 			Requests: corev1.ResourceList{"cpu": resource.MustParse("500m"), "memory": resource.MustParse("512Mi")},

@@ -109,6 +109,12 @@ func TestLoadInvalidClusterHalf(t *testing.T) {
 			input:  map[string]any{"flux": map[string]any{"interval": "ten minutes"}},
 			want:   []errorID{{field.ErrorTypeInvalid, "input.flux.interval"}},
 		},
+		"FluxRetryIntervalNotPositive": {
+			reason: "Flux's retry interval is a positive Go duration.",
+			spec:   xr(),
+			input:  map[string]any{"flux": map[string]any{"retryInterval": "0s"}},
+			want:   []errorID{{field.ErrorTypeInvalid, "input.flux.retryInterval"}},
+		},
 		"SettledIntervalNotADuration": {
 			reason: "The settled interval is a Go duration.",
 			spec:   xr(),

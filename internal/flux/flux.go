@@ -133,6 +133,7 @@ func kustomization(c *config.Config, name, path string) *kustomizev1.Kustomizati
 	// Validated as positive durations by config.Load.
 	interval, _ := time.ParseDuration(c.Input.Flux.Interval)
 	timeout, _ := time.ParseDuration(c.Input.Flux.Timeout)
+	retry, _ := time.ParseDuration(c.Input.Flux.RetryInterval)
 	src := c.Delivery().FluxSource
 	return &kustomizev1.Kustomization{
 		TypeMeta: metav1.TypeMeta{APIVersion: kustomizev1.GroupVersion.String(), Kind: kustomizev1.KustomizationKind},
@@ -142,12 +143,13 @@ func kustomization(c *config.Config, name, path string) *kustomizev1.Kustomizati
 			Labels:    cluster.Labels(c),
 		},
 		Spec: kustomizev1.KustomizationSpec{
-			Interval:  metav1.Duration{Duration: interval},
-			Timeout:   &metav1.Duration{Duration: timeout},
-			Path:      path,
-			Prune:     true,
-			Wait:      true,
-			SourceRef: kustomizev1.CrossNamespaceSourceReference{Kind: src.Kind, Name: src.Name, Namespace: src.Namespace},
+			Interval:      metav1.Duration{Duration: interval},
+			RetryInterval: &metav1.Duration{Duration: retry},
+			Timeout:       &metav1.Duration{Duration: timeout},
+			Path:          path,
+			Prune:         true,
+			Wait:          true,
+			SourceRef:     kustomizev1.CrossNamespaceSourceReference{Kind: src.Kind, Name: src.Name, Namespace: src.Namespace},
 		},
 	}
 }

@@ -261,6 +261,14 @@ type Flux struct {
 	// +kubebuilder:default="10m"
 	// +optional
 	Timeout string `json:"timeout,omitempty"`
+	// RetryInterval is how soon Flux tries a failed Kustomization again
+	// (its spec.retryInterval), as a Go duration: without one,
+	// kustomize-controller waits a whole Interval (v1.9.3 api/v1,
+	// GetRetryInterval), so a missing namespace or a claimed cluster's
+	// outage, once mended, would hold a step for up to ten minutes.
+	// +kubebuilder:default="1m"
+	// +optional
+	RetryInterval string `json:"retryInterval,omitempty"`
 }
 
 // Controller places the controller and the access check.
