@@ -1,8 +1,8 @@
 # hack/e2e.mk: the end-to-end tests' control plane and the target that runs them. Included by the
 # main Makefile after hack/tools.mk.
 #
-# etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok, Crossplane core and
-# provider-kubernetes are built
+# etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok, Crossplane core,
+# provider-kubernetes and Flux's source-, kustomize- and helm-controller are built
 # from the Go module proxy through wrapper modules under e2e/tools/<name>/ (go.mod and go.sum
 # committed, never tidied here: `go build` runs with -mod=readonly and fails loudly if a sum is
 # missing). Binaries are cached under $(E2E_BIN) with the version in their name and rebuilt only
@@ -25,6 +25,12 @@ E2E_CROSSPLANE_VERSION := v2.4.2
 # v2.5.0-rc.0.0.20260922181840-9d02af3667a0 (refused by the proxy; v2.4.0 lacks
 # controller.Options.Groups, which their cmd/provider sets).
 E2E_PROVIDER_KUBERNETES_VERSION := $(lastword $(subst @, ,$(PROVIDER_KUBERNETES)))
+# The claimed clusters' Flux: the three controllers Flux v2.9.2 ships together (its go.mod
+# requires their api modules at these versions). v1.10.x need Go 1.27; source-controller v1.9.4
+# and later need github.com/fluxcd/pkg/artifact versions the proxy refuses.
+E2E_FLUX_SOURCE_VERSION := v1.9.3
+E2E_FLUX_KUSTOMIZE_VERSION := v1.9.3
+E2E_FLUX_HELM_VERSION := v1.6.2
 
 E2E_ETCD := $(E2E_BIN)/etcd-$(E2E_ETCD_VERSION)
 E2E_KUBE_APISERVER := $(E2E_BIN)/kube-apiserver-$(E2E_KUBERNETES_VERSION)
@@ -33,8 +39,11 @@ E2E_KUBE_SCHEDULER := $(E2E_BIN)/kube-scheduler-$(E2E_KUBERNETES_VERSION)
 E2E_KWOK := $(E2E_BIN)/kwok-$(E2E_KWOK_VERSION)
 E2E_CROSSPLANE := $(E2E_BIN)/crossplane-core-$(E2E_CROSSPLANE_VERSION)
 E2E_PROVIDER_KUBERNETES := $(E2E_BIN)/provider-kubernetes-$(E2E_PROVIDER_KUBERNETES_VERSION)
+E2E_SOURCE_CONTROLLER := $(E2E_BIN)/source-controller-$(E2E_FLUX_SOURCE_VERSION)
+E2E_KUSTOMIZE_CONTROLLER := $(E2E_BIN)/kustomize-controller-$(E2E_FLUX_KUSTOMIZE_VERSION)
+E2E_HELM_CONTROLLER := $(E2E_BIN)/helm-controller-$(E2E_FLUX_HELM_VERSION)
 E2E_BINARIES := $(E2E_ETCD) $(E2E_KUBE_APISERVER) $(E2E_KUBE_CONTROLLER_MANAGER) $(E2E_KUBE_SCHEDULER) $(E2E_KWOK) \
-  $(E2E_CROSSPLANE) $(E2E_PROVIDER_KUBERNETES)
+  $(E2E_CROSSPLANE) $(E2E_PROVIDER_KUBERNETES) $(E2E_SOURCE_CONTROLLER) $(E2E_KUSTOMIZE_CONTROLLER) $(E2E_HELM_CONTROLLER)
 
 # kubectl and clients parse the server's version; an unstamped build reports v0.0.0-master.
 E2E_KUBE_LDFLAGS := -X k8s.io/component-base/version.gitVersion=$(E2E_KUBERNETES_VERSION) \
@@ -73,6 +82,15 @@ $(E2E_CROSSPLANE):
 $(E2E_PROVIDER_KUBERNETES):
 	$(call e2e-build,provider-kubernetes,github.com/crossplane-contrib/provider-kubernetes,$(E2E_PROVIDER_KUBERNETES_VERSION),github.com/crossplane-contrib/provider-kubernetes/cmd/provider)
 
+$(E2E_SOURCE_CONTROLLER):
+	$(call e2e-build,flux-source,github.com/fluxcd/source-controller,$(E2E_FLUX_SOURCE_VERSION),github.com/fluxcd/source-controller)
+
+$(E2E_KUSTOMIZE_CONTROLLER):
+	$(call e2e-build,flux-kustomize,github.com/fluxcd/kustomize-controller,$(E2E_FLUX_KUSTOMIZE_VERSION),github.com/fluxcd/kustomize-controller)
+
+$(E2E_HELM_CONTROLLER):
+	$(call e2e-build,flux-helm,github.com/fluxcd/helm-controller,$(E2E_FLUX_HELM_VERSION),github.com/fluxcd/helm-controller)
+
 .PHONY: e2e-tools
 e2e-tools: $(E2E_BINARIES) ## Build the end-to-end control plane binaries (cached by version).
 
@@ -82,18 +100,15 @@ e2e-tools: $(E2E_BINARIES) ## Build the end-to-end control plane binaries (cache
 # provider-aws at the version the main go.mod requires, provider-kubernetes at the version
 # hack/tools.mk names, Crossplane's from its wrapper module. Crossplane's cluster holds no Flux
 # CRD (the Kustomizations go to the claimed clusters inside provider-kubernetes Objects); the
-# claimed clusters of TestRealProviderKubernetes hold Flux's Kustomization CRD and Karpenter's.
+# claimed clusters of TestRealProviderKubernetes hold the CRDs of the Flux controllers they run
+# (from those controllers' modules) and prometheus-operator's, and their Flux installs Karpenter's
+# chart; the suite reads both modules' zips from the module cache itself (go mod download).
 E2E_FUNCTION := $(CACHE)/e2e/function
-# A claimed cluster holds Karpenter's CRDs of the version the platform installs by default (the
-# newest the function knows). Its go.mod asks for Go 1.26.11: go mod download verifies and caches
-# the zip, then refuses to extract it and exits non-zero; the suite reads the zip in place.
-E2E_KARPENTER_MODULE := github.com/aws/karpenter-provider-aws@v1.15.2
-E2E_KARPENTER_ZIP = $(eval E2E_KARPENTER_ZIP := $$(shell cd $(TOOLS_DIR)/k8sschemas && \
-  GOFLAGS=-mod=mod go mod download -json $(E2E_KARPENTER_MODULE) 2>/dev/null | sed -n 's/.*"Zip": "\(.*\)".*/\1/p'))$(E2E_KARPENTER_ZIP)
 # The suite runs as three go test processes at once (hack/e2e-shards.sh), each with a control
 # plane of its own: the first two shards hold the tests named here, the last every other test.
 # They are balanced by the tests' times in docs/performance.md; a new test lands in the last.
-E2E_SHARDS := '^(TestFaults|TestTwoClusters|TestDeletion)$$' \
+# (Cold, the first shard was the longest by ten minutes: TestDeletion moved to the last.)
+E2E_SHARDS := '^(TestFaults|TestTwoClusters)$$' \
   '^(TestLoad|TestRealProviderKubernetes|TestUpgrade|TestOneKarpenterPerCluster)$$'
 # A shard's go test timeout: the longest shard takes about 25 minutes on a 2-core machine
 # (docs/performance.md), the whole suite one after the other about 60; room for a slow day.
@@ -103,18 +118,20 @@ E2E_TIMEOUT ?= 75m
 E2E_PARALLEL ?= 16
 
 .PHONY: e2e-test
-e2e-test: curl $(E2E_BINARIES) provider-aws-crds provider-kubernetes-crds flux-crds ## End-to-end tests against a real API server and Crossplane on loopback.
+e2e-test: curl $(E2E_BINARIES) provider-aws-crds provider-kubernetes-crds ## End-to-end tests against a real API server and Crossplane on loopback.
 	CGO_ENABLED=0 go build -o $(E2E_FUNCTION) ./fn
 	@xp=$$(cd $(E2E_TOOLS_DIR)/crossplane && go mod download github.com/crossplane/crossplane/v2 && \
 	    go list -m -f '{{.Dir}}' github.com/crossplane/crossplane/v2) && test -n "$$xp" || exit 1; \
-	test -f "$(E2E_KARPENTER_ZIP)" || { echo "cannot locate the $(E2E_KARPENTER_MODULE) zip" >&2; exit 1; }; \
 	kwok=$$(cd $(E2E_TOOLS_DIR)/kwok && go mod download sigs.k8s.io/kwok && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok) && \
 	  test -n "$$kwok" || exit 1; \
+	flux=$$(for c in source kustomize helm; do (cd $(E2E_TOOLS_DIR)/flux-$$c && go mod download github.com/fluxcd/$$c-controller && \
+	  go list -m -f '{{.Dir}}/config/crd/bases' github.com/fluxcd/$$c-controller) || exit 1; done) || exit 1; \
 	cd e2e && E2E_ETCD=$(E2E_ETCD) E2E_KUBE_APISERVER=$(E2E_KUBE_APISERVER) \
 	  E2E_KUBE_CONTROLLER_MANAGER=$(E2E_KUBE_CONTROLLER_MANAGER) E2E_KUBE_SCHEDULER=$(E2E_KUBE_SCHEDULER) \
 	  E2E_KWOK=$(E2E_KWOK) E2E_KWOK_STAGES="$$kwok/kustomize/stage" E2E_CROSSPLANE=$(E2E_CROSSPLANE) \
-	  E2E_PROVIDER_KUBERNETES=$(E2E_PROVIDER_KUBERNETES) E2E_FLUX_KUSTOMIZE_CRDS=$(FLUX_KUSTOMIZE_CRDS) \
-	  E2E_KARPENTER_ZIP=$(E2E_KARPENTER_ZIP) E2E_KARPENTER_MODULE=$(E2E_KARPENTER_MODULE) \
+	  E2E_PROVIDER_KUBERNETES=$(E2E_PROVIDER_KUBERNETES) E2E_FLUX_CRDS="$$flux" \
+	  E2E_SOURCE_CONTROLLER=$(E2E_SOURCE_CONTROLLER) E2E_KUSTOMIZE_CONTROLLER=$(E2E_KUSTOMIZE_CONTROLLER) \
+	  E2E_HELM_CONTROLLER=$(E2E_HELM_CONTROLLER) \
 	  E2E_FUNCTION=$(E2E_FUNCTION) E2E_PROVIDER_AWS_CRDS=$(PROVIDER_AWS_CRDS) \
 	  E2E_PROVIDER_KUBERNETES_CRDS=$(PROVIDER_KUBERNETES_CRDS) \
 	  E2E_CROSSPLANE_CRDS="$$xp/cluster/crds" E2E_LOAD_CLAIMS=$(E2E_LOAD_CLAIMS) E2E_LOAD_SETTLE=$(E2E_LOAD_SETTLE) \

@@ -1,0 +1,598 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"archive/tar"
+	"archive/zip"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"io"
+	"io/fs"
+	"log"
+	"net/http"
+	"net/http/cgi"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/registry"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/yaml"
+
+	"github.com/do-now/function-karpenter/internal/versions"
+)
+
+// A claimed cluster's Flux is the real one: source-controller v1.9.3, kustomize-controller v1.9.3
+// and helm-controller v1.6.2, the controllers Flux v2.9.2 ships together (its go.mod requires
+// their api modules at these versions), built from the module proxy (hack/e2e.mk,
+// e2e/tools/flux-*) and run out of cluster against the claimed cluster's API server, with its
+// admin kubeconfig (as Flux's own ServiceAccounts are cluster-admin in a bootstrapped cluster).
+// What they reconcile is served from loopback by a gitOpsBase.
+
+var (
+	kustomizationGVR = schema.GroupVersionResource{Group: "kustomize.toolkit.fluxcd.io", Version: "v1", Resource: "kustomizations"}
+	gitRepositoryGVR = schema.GroupVersionResource{Group: "source.toolkit.fluxcd.io", Version: "v1", Resource: "gitrepositories"}
+	helmReleaseGVR   = schema.GroupVersionResource{Group: "helm.toolkit.fluxcd.io", Version: "v2", Resource: "helmreleases"}
+	nodePoolGVR      = schema.GroupVersionResource{Group: "karpenter.sh", Version: "v1", Resource: "nodepools"}
+	nodeClaimGVR     = schema.GroupVersionResource{Group: "karpenter.sh", Version: "v1", Resource: "nodeclaims"}
+	ec2NodeClassGVR  = schema.GroupVersionResource{Group: "karpenter.k8s.aws", Version: "v1", Resource: "ec2nodeclasses"}
+)
+
+// The media types of a Helm chart pushed to an OCI registry (helm.sh/helm/v4 v4.2.2,
+// pkg/registry/constants.go: ConfigMediaType, ChartLayerMediaType). The GitOps base's
+// OCIRepository selects the chart's layer by the second (examples/gitops/controller).
+const (
+	helmConfigMediaType = "application/vnd.cncf.helm.config.v1+json"
+	helmChartMediaType  = "application/vnd.cncf.helm.chart.content.v1.tar+gzip"
+	ociManifestType     = "application/vnd.oci.image.manifest.v1+json"
+)
+
+// A gitOpsBase is what a claimed cluster's Flux reconciles, served on loopback: this
+// repository's GitOps base (examples/gitops) committed to a git repository that git's own smart
+// HTTP server (git http-backend, through net/http/cgi) serves, and Karpenter's chart in an OCI
+// registry (go-containerregistry's, as the package tests run one), pushed as Karpenter's release
+// pushes it. The one change to the base: its OCIRepository points at that registry (same
+// repository path, plain HTTP: insecure) instead of public.ecr.aws.
+type gitOpsBase struct {
+	repoURL  string // the git repository holding the base
+	chartRef string // where the chart was pushed: host/repository:tag
+	servers  []*httptest.Server
+}
+
+func (b *gitOpsBase) close() {
+	for _, s := range b.servers {
+		s.Close()
+	}
+}
+
+// serveGitOpsBase pushes the chart of every Karpenter version the function knows and serves the
+// base, under dir.
+func serveGitOpsBase(dir string) (*gitOpsBase, error) {
+	b := &gitOpsBase{}
+	reg := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	b.servers = append(b.servers, reg)
+	host := strings.TrimPrefix(reg.URL, "http://")
+
+	work := filepath.Join(dir, "gitops-work")
+	if err := os.CopyFS(filepath.Join(work, "examples", "gitops"), os.DirFS(filepath.Join("..", "examples", "gitops"))); err != nil {
+		return b, fmt.Errorf("cannot copy the GitOps base: %w", err)
+	}
+	repository, err := pointAtRegistry(filepath.Join(work, "examples", "gitops", "controller", "ocirepository.yaml"), host)
+	if err != nil {
+		return b, err
+	}
+	var tags []string
+	for _, v := range versions.All {
+		if err := pushChart(reg.URL, repository, v); err != nil {
+			return b, err
+		}
+		tags = append(tags, v.Chart)
+	}
+	b.chartRef = host + "/" + repository + ":" + strings.Join(tags, ",")
+
+	git, err := exec.LookPath("git")
+	if err != nil {
+		return b, err
+	}
+	root := filepath.Join(dir, "git")
+	for _, args := range [][]string{
+		{"-C", work, "init", "-q", "-b", "main"},
+		{"-C", work, "add", "-A"},
+		{"-C", work, "-c", "user.name=e2e", "-c", "user.email=e2e@127.0.0.1", "commit", "-q", "-m", "the GitOps base"},
+		{"clone", "-q", "--bare", work, filepath.Join(root, "platform.git")},
+	} {
+		if out, err := exec.Command(git, args...).CombinedOutput(); err != nil {
+			return b, fmt.Errorf("git %s: %v: %s", strings.Join(args, " "), err, out)
+		}
+	}
+	srv := httptest.NewServer(&cgi.Handler{Path: git, Args: []string{"http-backend"},
+		Env: []string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1"}})
+	b.servers = append(b.servers, srv)
+	b.repoURL = srv.URL + "/platform.git"
+	return b, nil
+}
+
+// pointAtRegistry rewrites the base's OCIRepository (file) to pull from the registry at host:
+// the same repository path, over plain HTTP. It returns that path.
+func pointAtRegistry(file, host string) (string, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", err
+	}
+	var o map[string]any
+	if err := yaml.Unmarshal(b, &o); err != nil {
+		return "", fmt.Errorf("%s: %w", file, err)
+	}
+	raw, _, _ := unstructured.NestedString(o, "spec", "url")
+	u, err := url.Parse(raw)
+	if err != nil || u.Scheme != "oci" {
+		return "", fmt.Errorf("%s: spec.url %q is not an oci:// URL", file, raw)
+	}
+	if media, _, _ := unstructured.NestedString(o, "spec", "layerSelector", "mediaType"); media != helmChartMediaType {
+		return "", fmt.Errorf("%s: spec.layerSelector.mediaType is %q, not a Helm chart's layer (%s)", file, media, helmChartMediaType)
+	}
+	repository := strings.TrimPrefix(u.Path, "/")
+	_ = unstructured.SetNestedField(o, "oci://"+host+"/"+repository, "spec", "url")
+	_ = unstructured.SetNestedField(o, true, "spec", "insecure")
+	out, err := yaml.Marshal(o)
+	if err != nil {
+		return "", err
+	}
+	return repository, os.WriteFile(file, out, 0o644)
+}
+
+// karpenterChart packs the chart of Karpenter release v from the module zip of its release tag
+// (v.CRDs) as Karpenter's release does (hack/release/common.sh, publishHelmChart: Chart.yaml's
+// version and appVersion set to the release's, then helm package; the images it pins are not
+// pulled here). The module zip has no charts/karpenter/crds: in the repository its files are
+// symlinks to ../../../pkg/apis/crds/<same name>, which module zips leave out; they are packed
+// from there. It returns the .tgz and Chart.yaml as JSON (the chart's OCI config).
+func karpenterChart(v versions.Version) (tgz, config []byte, err error) {
+	module, version := v.CRDs, v.Chart
+	zipPath, err := moduleZip(module)
+	if err != nil {
+		return nil, nil, err
+	}
+	z, err := zip.OpenReader(zipPath)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer z.Close()
+	var buf bytes.Buffer
+	gz := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(gz)
+	chartDir, crdDir := module+"/charts/karpenter/", module+"/pkg/apis/crds/"
+	crds := 0
+	for _, f := range z.File {
+		var name string
+		switch {
+		case strings.HasPrefix(f.Name, chartDir):
+			name = "karpenter/" + strings.TrimPrefix(f.Name, chartDir)
+		case strings.HasPrefix(f.Name, crdDir) && path.Dir(f.Name)+"/" == crdDir && strings.HasSuffix(f.Name, ".yaml"):
+			name = "karpenter/crds/" + path.Base(f.Name)
+			crds++
+		default:
+			continue
+		}
+		r, err := f.Open()
+		if err != nil {
+			return nil, nil, err
+		}
+		b, err := io.ReadAll(r)
+		r.Close()
+		if err != nil {
+			return nil, nil, err
+		}
+		if name == "karpenter/Chart.yaml" {
+			var meta map[string]any
+			if err := yaml.Unmarshal(b, &meta); err != nil {
+				return nil, nil, err
+			}
+			meta["version"], meta["appVersion"] = version, version
+			if b, err = yaml.Marshal(meta); err != nil {
+				return nil, nil, err
+			}
+			if config, err = json.Marshal(meta); err != nil {
+				return nil, nil, err
+			}
+		}
+		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(b)), ModTime: f.Modified}); err != nil {
+			return nil, nil, err
+		}
+		if _, err := tw.Write(b); err != nil {
+			return nil, nil, err
+		}
+	}
+	if config == nil || crds == 0 {
+		return nil, nil, fmt.Errorf("%s holds no charts/karpenter/Chart.yaml or no pkg/apis/crds", module)
+	}
+	if err := tw.Close(); err != nil {
+		return nil, nil, err
+	}
+	if err := gz.Close(); err != nil {
+		return nil, nil, err
+	}
+	return buf.Bytes(), config, nil
+}
+
+// moduleZip is the path of module's zip (path@version) in the module cache, downloaded if
+// missing. Karpenter's go.mod asks for a newer Go than the machine's: go mod download verifies
+// and caches the zip, then refuses to extract it and exits non-zero, so its exit status is not
+// the answer; the zip is read in place.
+func moduleZip(module string) (string, error) {
+	cmd := exec.Command("go", "mod", "download", "-json", module)
+	cmd.Dir = os.TempDir()
+	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GO111MODULE=on")
+	out, _ := cmd.Output()
+	var info struct{ Zip, Error string }
+	if err := json.Unmarshal(out, &info); err != nil {
+		return "", fmt.Errorf("go mod download %s: %v: %s", module, err, out)
+	}
+	if _, err := os.Stat(info.Zip); info.Zip == "" || err != nil {
+		return "", fmt.Errorf("go mod download %s: no zip (%s)", module, info.Error)
+	}
+	return info.Zip, nil
+}
+
+// pushChart pushes the chart of Karpenter release v to repository of the registry at base,
+// tagged with its chart version, as helm push does: one config blob, one chart layer, an OCI
+// image manifest (the OCI distribution spec's blob upload, POST then PUT, and manifest PUT).
+func pushChart(base, repository string, v versions.Version) error {
+	chart, config, err := karpenterChart(v)
+	if err != nil {
+		return err
+	}
+	descriptor := func(media string, b []byte) (map[string]any, error) {
+		digest := fmt.Sprintf("sha256:%x", sha256.Sum256(b))
+		rsp, err := http.Post(base+"/v2/"+repository+"/blobs/uploads/", "", nil)
+		if err != nil {
+			return nil, err
+		}
+		rsp.Body.Close()
+		loc, err := rsp.Location()
+		if rsp.StatusCode != http.StatusAccepted || err != nil {
+			return nil, fmt.Errorf("blob upload to %s: %s (%v)", repository, rsp.Status, err)
+		}
+		q := loc.Query()
+		q.Set("digest", digest)
+		loc.RawQuery = q.Encode()
+		if err := put(loc.String(), "application/octet-stream", b); err != nil {
+			return nil, err
+		}
+		return map[string]any{"mediaType": media, "digest": digest, "size": len(b)}, nil
+	}
+	cfg, err := descriptor(helmConfigMediaType, config)
+	if err != nil {
+		return err
+	}
+	layer, err := descriptor(helmChartMediaType, chart)
+	if err != nil {
+		return err
+	}
+	manifest, err := json.Marshal(map[string]any{"schemaVersion": 2, "mediaType": ociManifestType, "config": cfg, "layers": []any{layer}})
+	if err != nil {
+		return err
+	}
+	return put(base+"/v2/"+repository+"/manifests/"+v.Chart, ociManifestType, manifest)
+}
+
+func put(url, contentType string, body []byte) error {
+	req, err := http.NewRequest(http.MethodPut, url, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", contentType)
+	rsp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer rsp.Body.Close()
+	if rsp.StatusCode != http.StatusCreated {
+		b, _ := io.ReadAll(rsp.Body)
+		return fmt.Errorf("PUT %s: %s: %s", url, rsp.Status, b)
+	}
+	return nil
+}
+
+// fluxCRDs are the CRD files of the three controllers' modules (E2E_FLUX_CRDS: their
+// config/crd/bases folders, as hack/e2e.mk locates them).
+func fluxCRDs() ([]string, error) {
+	dirs := strings.Fields(os.Getenv("E2E_FLUX_CRDS"))
+	if len(dirs) != 3 {
+		return nil, fmt.Errorf("E2E_FLUX_CRDS must name the three Flux controllers' CRD folders: run the suite with `make e2e-test`")
+	}
+	var files []string
+	for _, d := range dirs {
+		found, err := fs.Glob(os.DirFS(d), "*.yaml")
+		if err != nil || len(found) == 0 {
+			return nil, fmt.Errorf("%s holds no CRDs (%v)", d, err)
+		}
+		for _, f := range found {
+			files = append(files, filepath.Join(d, f))
+		}
+	}
+	return files, nil
+}
+
+// startFlux points the claimed cluster's Flux at base (the GitRepository the platform's
+// function input names as its source) and starts its three controllers. Their processes join
+// the cluster's.
+func (c *claimedCluster) startFlux(ctx context.Context, base *gitOpsBase) error {
+	input, err := shippedInput(claimAPI)
+	if err != nil {
+		return err
+	}
+	// The platform's monitoring runs in the claimed cluster before any claim: the namespace the
+	// input puts Karpenter's PodMonitor, rules and dashboards in exists (with
+	// prometheus-operator's CRDs, claimedCRDs).
+	if monitoring, _, _ := unstructured.NestedString(input, "monitoring", "namespace"); monitoring != "" {
+		if err := c.ensureNamespace(ctx, monitoring); err != nil {
+			return err
+		}
+	}
+	ns, _, _ := unstructured.NestedString(input, "flux", "namespace")
+	kind, _, _ := unstructured.NestedString(input, "flux", "sourceRef", "kind")
+	name, _, _ := unstructured.NestedString(input, "flux", "sourceRef", "name")
+	if kind != "GitRepository" {
+		return fmt.Errorf("the shipped input's Flux source is a %s: the suite serves a GitRepository", kind)
+	}
+	if err := c.apply(ctx, &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": gitRepositoryGVR.GroupVersion().String(), "kind": "GitRepository",
+		"metadata": map[string]any{"name": name, "namespace": ns},
+		"spec":     map[string]any{"url": base.repoURL, "interval": "1m", "ref": map[string]any{"branch": "main"}},
+	}}); err != nil {
+		return err
+	}
+	bins := map[string]string{}
+	for _, n := range []string{"source-controller", "kustomize-controller", "helm-controller"} {
+		env := "E2E_" + strings.ToUpper(strings.ReplaceAll(n, "-", "_"))
+		if bins[n] = os.Getenv(env); bins[n] == "" {
+			return fmt.Errorf("%s is not set: run the suite with `make e2e-test`", env)
+		}
+	}
+	ports, err := freePorts(7)
+	if err != nil {
+		return err
+	}
+	storage := fmt.Sprintf("127.0.0.1:%d", ports[6])
+	env := []string{"KUBECONFIG=" + c.kubeconfig, "RUNTIME_NAMESPACE=" + ns}
+	for i, n := range []string{"source-controller", "kustomize-controller", "helm-controller"} {
+		args := []string{fmt.Sprintf("--metrics-addr=127.0.0.1:%d", ports[2*i]), fmt.Sprintf("--health-addr=127.0.0.1:%d", ports[2*i+1]),
+			"--log-level=debug"}
+		if n == "source-controller" {
+			artifacts := filepath.Join(c.dir, "flux-artifacts")
+			if err := os.MkdirAll(artifacts, 0o755); err != nil {
+				return err
+			}
+			args = append(args, "--storage-path="+artifacts, "--storage-addr="+storage, "--storage-adv-addr="+storage)
+		}
+		p, err := startProc(c.logDir, n, env, bins[n], args...)
+		if err != nil {
+			return err
+		}
+		c.procs = append(c.procs, p)
+		if err := waitHealthy(ctx, time.Minute, n+" healthy", p, fmt.Sprintf("http://127.0.0.1:%d/healthz", ports[2*i+1])); err != nil {
+			return err
+		}
+	}
+	return waitFor(ctx, 2*time.Minute, "GitRepository "+ns+"/"+name+" Ready", func() (bool, error) {
+		u, err := c.dyn.Resource(gitRepositoryGVR).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+		return err == nil && conditionStatus(u, "Ready") == "True", nil
+	})
+}
+
+// karpenter stands in for Karpenter's controller, which runs in the claimed cluster (its
+// Deployment, installed by helm-controller, is Available: kwok runs its pods) but cannot reach
+// AWS here. It does to the objects what Karpenter v1.15.2 does, and nothing more:
+//   - an EC2NodeClass gets Karpenter's finalizer (karpenter.k8s.aws/termination:
+//     pkg/controllers/nodeclass/controller.go) and the conditions its validation leaves when AWS
+//     answers (pkg/apis/v1/ec2nodeclass_status.go: StatusConditions, all True, Ready the root);
+//     deleted, it keeps the finalizer while a NodeClaim refers to it (finalize);
+//   - a NodePool gets the status Karpenter's core reports of an empty pool (sigs.k8s.io/karpenter
+//     v1.15.0, the version nearest v1.15.2's v1.15.1 that the proxy serves,
+//     pkg/apis/v1/nodepool_status.go: no nodes, no resources, ValidationSucceeded and
+//     NodeClassReady True, Ready the root).
+func (c *claimedCluster) karpenter(ctx context.Context) {
+	classes, err := c.dyn.Resource(ec2NodeClassGVR).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return // the chart has not installed the CRDs yet
+	}
+	claims, _ := c.dyn.Resource(nodeClaimGVR).List(ctx, metav1.ListOptions{})
+	for i := range classes.Items {
+		class := &classes.Items[i]
+		r := c.dyn.Resource(ec2NodeClassGVR)
+		finalizers := class.GetFinalizers()
+		switch {
+		case class.GetDeletionTimestamp() != nil:
+			used := claims != nil && slices.ContainsFunc(claims.Items, func(nc unstructured.Unstructured) bool {
+				ref, _, _ := unstructured.NestedString(nc.Object, "spec", "nodeClassRef", "name")
+				return ref == class.GetName()
+			})
+			if !used && slices.Contains(finalizers, karpenterClassFinalizer) {
+				class.SetFinalizers(slices.DeleteFunc(finalizers, func(f string) bool { return f == karpenterClassFinalizer }))
+				_, _ = r.Update(ctx, class, metav1.UpdateOptions{})
+			}
+		case !slices.Contains(finalizers, karpenterClassFinalizer):
+			class.SetFinalizers(append(finalizers, karpenterClassFinalizer))
+			_, _ = r.Update(ctx, class, metav1.UpdateOptions{})
+		case !readyFor(class):
+			class.Object["status"] = map[string]any{"conditions": karpenterConditions(class,
+				"AMIsReady", "SubnetsReady", "SecurityGroupsReady", "InstanceProfileReady", "ValidationSucceeded", "PlacementGroupReady")}
+			_, _ = r.UpdateStatus(ctx, class, metav1.UpdateOptions{})
+		}
+	}
+	pools, err := c.dyn.Resource(nodePoolGVR).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return
+	}
+	for i := range pools.Items {
+		pool := &pools.Items[i]
+		if pool.GetDeletionTimestamp() != nil || readyFor(pool) {
+			continue
+		}
+		pool.Object["status"] = map[string]any{"nodes": int64(0), "resources": map[string]any{"cpu": "0", "memory": "0", "nodes": "0"},
+			"conditions": karpenterConditions(pool, "ValidationSucceeded", "NodeClassReady")}
+		_, _ = c.dyn.Resource(nodePoolGVR).UpdateStatus(ctx, pool, metav1.UpdateOptions{})
+	}
+}
+
+const karpenterClassFinalizer = "karpenter.k8s.aws/termination"
+
+// readyFor tells whether o's Ready condition is True for its generation.
+func readyFor(o *unstructured.Unstructured) bool {
+	cond := condition(o, "Ready")
+	gen, _, _ := unstructured.NestedInt64(cond, "observedGeneration")
+	return cond != nil && cond["status"] == "True" && gen == o.GetGeneration()
+}
+
+// karpenterConditions are the given conditions and Ready, all True for o's generation, as
+// Karpenter's status.Condition writes them.
+func karpenterConditions(o *unstructured.Unstructured, types ...string) []any {
+	now := time.Now().UTC().Format(time.RFC3339)
+	var out []any
+	for _, t := range append(types, "Ready") {
+		out = append(out, map[string]any{"type": t, "status": "True", "reason": t, "message": "",
+			"observedGeneration": o.GetGeneration(), "lastTransitionTime": now})
+	}
+	return out
+}
+
+// installedByFlux checks, with c Ready, what the claimed cluster's Flux did of it: helm-controller
+// installed Karpenter's chart of the version c runs, with the values the function composed (its
+// ServiceAccount, cluster and queue reached the controller's environment), and the controller's
+// Deployment is Available, one replica per system node; kustomize-controller applied the pools
+// and the monitoring, which their CRDs admitted, and the observe-only Objects read the pools
+// back, so PoolsWithinLimits is known.
+func installedByFlux(t *testing.T, c *karpenter, claimed *claimedCluster) {
+	t.Helper()
+	ctx := t.Context()
+	input := platformInput(t, c.api)
+	ns, _, _ := unstructured.NestedString(input, "podIdentity", "namespace")
+	sa, _, _ := unstructured.NestedString(input, "podIdentity", "serviceAccount")
+	resources, _ := c.composed()
+	version, _, _ := unstructured.NestedString(resources["controller-kustomization"].Object,
+		"spec", "forProvider", "manifest", "spec", "postBuild", "substitute", "KARPENTER_VERSION")
+
+	hr, err := claimed.dyn.Resource(helmReleaseGVR).Namespace(ns).Get(ctx, "karpenter", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the claimed cluster %s holds no HelmRelease %s/karpenter: %v", claimed.name, ns, err)
+	}
+	history, _, _ := unstructured.NestedSlice(hr.Object, "status", "history")
+	var last map[string]any
+	if len(history) > 0 {
+		last, _ = history[0].(map[string]any)
+	}
+	// helm-controller records a chart from an OCIRepository as <version>+<the first 12 hex of
+	// its digest> (v1.6.2 internal/controller/helmrelease_controller.go,
+	// mutateChartWithSourceRevision).
+	chart, _ := last["chartVersion"].(string)
+	if conditionStatus(hr, "Ready") != "True" || !strings.HasPrefix(chart, version+"+") || last["status"] != "deployed" {
+		t.Errorf("HelmRelease %s/karpenter: Ready %s, last release %v; want Ready, chart %s+<digest> deployed", ns, conditionStatus(hr, "Ready"), last, version)
+	}
+	d, err := claimed.kube.AppsV1().Deployments(ns).Get(ctx, "karpenter", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("helm-controller installed no Deployment %s/karpenter: %v", ns, err)
+	}
+	env := map[string]string{}
+	for _, e := range d.Spec.Template.Spec.Containers[0].Env {
+		env[e.Name] = e.Value
+	}
+	queue, _, _ := unstructured.NestedString(c.get().Object, "status", "queue", "name")
+	if d.Spec.Template.Spec.ServiceAccountName != sa || env["CLUSTER_NAME"] != claimed.name || env["INTERRUPTION_QUEUE"] != queue {
+		t.Errorf("Deployment %s/karpenter: ServiceAccount %q, CLUSTER_NAME %q, INTERRUPTION_QUEUE %q; want %q, %q, %q (the composed values)",
+			ns, d.Spec.Template.Spec.ServiceAccountName, env["CLUSTER_NAME"], env["INTERRUPTION_QUEUE"], sa, claimed.name, queue)
+	}
+	if d.Spec.Replicas == nil || d.Status.AvailableReplicas != *d.Spec.Replicas {
+		t.Errorf("Deployment %s/karpenter: %d of %v replicas available", ns, d.Status.AvailableReplicas, d.Spec.Replicas)
+	}
+	pods, err := claimed.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=karpenter"})
+	nodes := map[string]bool{}
+	for _, p := range pods.Items {
+		nodes[p.Spec.NodeName] = true
+	}
+	if err != nil || len(nodes) != len(systemZones) {
+		t.Errorf("the controller's pods run on %v, want one on each system node (%v)", sortedKeys(nodes), err)
+	}
+
+	// Every observe-only Object of a pool or class reads what kustomize-controller applied (the
+	// real provider-kubernetes re-reads an Object it found nothing for every 30s ± 10%: the
+	// request got Ready before they did, as NodePoolsReady waits on the Kustomization alone).
+	pools := 0
+	for _, o := range resources {
+		if kind, _, _ := unstructured.NestedString(o.Object, "spec", "forProvider", "manifest", "kind"); observeOnly(o) && kind == "NodePool" {
+			pools++
+		}
+	}
+	c.wait(2*time.Minute, fmt.Sprintf("status.pools to show the %d pools", pools), func() (bool, error) {
+		got, _, _ := unstructured.NestedMap(c.get().Object, "status", "pools")
+		return len(got) == pools, nil
+	})
+	resources, _ = c.composed()
+	for name, o := range resources {
+		kind, _, _ := unstructured.NestedString(o.Object, "spec", "forProvider", "manifest", "kind")
+		if !observeOnly(o) || kind != "NodePool" && kind != "EC2NodeClass" {
+			continue
+		}
+		remote, err := claimed.remote(ctx, o)
+		uid, _, _ := unstructured.NestedString(o.Object, "status", "atProvider", "manifest", "metadata", "uid")
+		if err != nil || remote == nil || uid != string(remote.GetUID()) {
+			t.Errorf("%s: observes uid %q; the claimed cluster's %s %v (%v)", name, uid, kind, remote != nil, err)
+		}
+	}
+	if cond := c.condition(poolsCondition); cond == nil || cond["status"] != "True" || cond["reason"] != "WithinLimits" {
+		t.Errorf("with %d NodePools applied by Flux and reported by Karpenter, %s must be True/WithinLimits, got %v", pools, poolsCondition, cond)
+	}
+	if got, _, _ := unstructured.NestedMap(c.get().Object, "status", "pools"); len(got) != pools || pools == 0 {
+		t.Errorf("status.pools: want the %d pools applied, got %v", pools, got)
+	}
+	monitoring, _, _ := unstructured.NestedString(input, "monitoring", "namespace")
+	if monitoring == "" {
+		monitoring = ns
+	}
+	for _, gvr := range []schema.GroupVersionResource{podMonitorGVR, prometheusRuleGVR} {
+		if l, err := claimed.dyn.Resource(gvr).Namespace(monitoring).List(ctx, metav1.ListOptions{}); err != nil || len(l.Items) == 0 {
+			t.Errorf("the monitoring Kustomization applied no %s in %s (%v)", gvr.Resource, monitoring, err)
+		}
+	}
+	t.Logf("Flux installed Karpenter's chart %s (Deployment %d/%d available on %v), applied %d NodePools and the monitoring",
+		version, d.Status.AvailableReplicas, *d.Spec.Replicas, sortedKeys(nodes), pools)
+}
+
+var (
+	podMonitorGVR     = schema.GroupVersionResource{Group: "monitoring.coreos.com", Version: "v1", Resource: "podmonitors"}
+	prometheusRuleGVR = schema.GroupVersionResource{Group: "monitoring.coreos.com", Version: "v1", Resource: "prometheusrules"}
+)
+
+// uninstalledByFlux checks that the claimed cluster's Flux removed everything it had installed
+// for the request: its Kustomizations, the HelmRelease (helm-controller uninstalled the release:
+// no Deployment, no pods of the controller), the pools, classes and monitoring. Karpenter's CRDs
+// stay, as Helm leaves a chart's crds/ on uninstall.
+func uninstalledByFlux(t *testing.T, claimed *claimedCluster) {
+	t.Helper()
+	ctx := t.Context()
+	for _, gvr := range []schema.GroupVersionResource{kustomizationGVR, helmReleaseGVR, nodePoolGVR, ec2NodeClassGVR, podMonitorGVR, prometheusRuleGVR,
+		{Group: "apps", Version: "v1", Resource: "deployments"}} {
+		l, err := claimed.dyn.Resource(gvr).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Errorf("cannot list %s in %s: %v", gvr.Resource, claimed.name, err)
+			continue
+		}
+		for _, o := range l.Items {
+			t.Errorf("uninstalled, the claimed cluster %s still holds %s %s/%s", claimed.name, o.GetKind(), o.GetNamespace(), o.GetName())
+		}
+	}
+}
