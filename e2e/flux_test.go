@@ -156,13 +156,13 @@ func pointAtRegistry(file, host string) (string, error) {
 }
 
 // karpenterChart packs the chart of Karpenter release v from the module zip of its release tag
-// (v.CRDs) as Karpenter's release does (hack/release/common.sh, publishHelmChart: Chart.yaml's
+// (v.Module) as Karpenter's release does (hack/release/common.sh, publishHelmChart: Chart.yaml's
 // version and appVersion set to the release's, then helm package; the images it pins are not
 // pulled here). The module zip has no charts/karpenter/crds: in the repository its files are
 // symlinks to ../../../pkg/apis/crds/<same name>, which module zips leave out; they are packed
 // from there. It returns the .tgz and Chart.yaml as JSON (the chart's OCI config).
 func karpenterChart(v versions.Version) (tgz, config []byte, err error) {
-	module, version := v.CRDs, v.Chart
+	module, version := v.Module, v.Chart
 	zipPath, err := moduleZip(module)
 	if err != nil {
 		return nil, nil, err

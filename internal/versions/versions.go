@@ -1,7 +1,7 @@
 // Package versions holds, as data, every Karpenter version the function can
 // install and everything that depends on it: the controller policy statement
-// for statement (with what a feature gate adds), the chart version, where
-// the version's CRDs and nearest chart come from for validation, the chart
+// for statement (with what a feature gate adds), the chart version, the
+// release's module (its CRDs, chart and source, for validation), the chart
 // values keys that differ, and which versions it may be upgraded from.
 // Adding a version is an entry here plus its tests (docs/platform.md,
 // "Adding a version"); nothing else in the code names a version.
@@ -98,16 +98,16 @@ type Version struct {
 	// Reference is the upstream policy document Policy is checked against
 	// (internal/policy/testdata/), and where it comes from.
 	Reference string
-	// CRDs is the Go module (path@version) whose zip carries this
-	// version's CRDs (pkg/apis/crds), which test/flux admits the node pools
-	// against.
-	CRDs string
-	// NearestChart is the Go module whose zip's charts/karpenter is the
-	// nearest chart to this version the module proxy serves, and
-	// NearestChartVersion that chart's version: a tag's zip carries the
-	// chart of the release before it, so the newest version's own chart is
-	// not to be had. test/flux renders this version's values with it.
-	NearestChart, NearestChartVersion string
+	// Module is the Go module (path@version) of this release's tag, whose
+	// zip carries its CRDs (pkg/apis/crds), which test/flux admits the node
+	// pools against, its source, and its chart (charts/karpenter), which
+	// test/flux renders the values with and the e2e installs. The chart's
+	// Chart.yaml at a tag still names an earlier version: Karpenter's
+	// release runs on the tag (.github/workflows/release.yaml) and stamps
+	// the version into Chart.yaml before it packages the chart
+	// (hack/release/common.sh, publishHelmChart), so the published chart is
+	// the tag's, with that version.
+	Module string
 	// UpgradeFrom is the oldest version an installation may be upgraded
 	// from to this one in one step; empty when every older known version
 	// may.
@@ -133,16 +133,13 @@ func dashboards(minor string) map[string]string {
 // patches are Patch of it.
 var (
 	v1_14_1 = Version{
-		Version:   "1.14.1",
-		Chart:     "1.14.1",
-		Policy:    policy.ControllerV1_14,
-		Gates:     map[Gate]GateUse{NodeRepair: nodeRepair},
-		Reference: "karpenter-1.14-reference.json",
-		CRDs:      karpenterModule + "@v1.14.1",
-		// v1.15.0's zip carries the 1.14.1 chart: this version's own.
-		NearestChart:        karpenterModule + "@v1.15.0",
-		NearestChartVersion: "1.14.1",
-		Dashboards:          dashboards("v1.14"),
+		Version:    "1.14.1",
+		Chart:      "1.14.1",
+		Policy:     policy.ControllerV1_14,
+		Gates:      map[Gate]GateUse{NodeRepair: nodeRepair},
+		Reference:  "karpenter-1.14-reference.json",
+		Module:     karpenterModule + "@v1.14.1",
+		Dashboards: dashboards("v1.14"),
 	}
 	v1_15_0 = Version{
 		Version: "1.15.0",
@@ -158,18 +155,16 @@ var (
 				Statements: []func(policy.ControllerParams) policy.Statement{policy.InstanceReboot},
 			},
 		},
-		Reference:           "karpenter-1.14-reference.json",
-		CRDs:                karpenterModule + "@v1.15.0",
-		NearestChart:        karpenterModule + "@v1.15.0",
-		NearestChartVersion: "1.14.1",
-		Dashboards:          dashboards("v1.15"),
+		Reference:  "karpenter-1.14-reference.json",
+		Module:     karpenterModule + "@v1.15.0",
+		Dashboards: dashboards("v1.15"),
 	}
 )
 
 // All are the known versions, oldest first. A patch release is one entry,
 // Patch of its minor's: test/flux then holds its policy against the AWS
 // calls its own pkg/aws/sdk.go declares, admits the node pools against its
-// own CRDs and renders its values with the nearest chart.
+// own CRDs and renders its values with its own chart.
 var All = []Version{
 	v1_14_1,
 	// The latest 1.14 patch the module proxy serves (v1.14.3; v1.14.2 too).
@@ -183,11 +178,11 @@ var All = []Version{
 // at each release tag carries that release's CRDs and source.
 const karpenterModule = "github.com/aws/karpenter-provider-aws"
 
-// Patch is v's patch release p: the same policy, gates and nearest chart,
-// its own chart version and CRDs. A patch that changes what the controller
+// Patch is v's patch release p: the same policy and gates, its own chart
+// version and module. A patch that changes what the controller
 // calls is not a Patch but an entry of its own.
 func (v Version) Patch(p string) Version {
-	v.Version, v.Chart, v.CRDs = p, p, karpenterModule+"@v"+p
+	v.Version, v.Chart, v.Module = p, p, karpenterModule+"@v"+p
 	return v
 }
 

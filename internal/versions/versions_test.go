@@ -47,8 +47,8 @@ func TestKnownInOrder(t *testing.T) {
 // first release.
 func TestEachVersionReadsItsOwnRelease(t *testing.T) {
 	for _, v := range All {
-		if v.Chart != v.Version || v.CRDs != karpenterModule+"@v"+v.Version {
-			t.Errorf("Karpenter %s installs chart %s and is checked against %s", v.Version, v.Chart, v.CRDs)
+		if v.Chart != v.Version || v.Module != karpenterModule+"@v"+v.Version {
+			t.Errorf("Karpenter %s installs chart %s and is checked against %s", v.Version, v.Chart, v.Module)
 		}
 	}
 }

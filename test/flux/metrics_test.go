@@ -307,7 +307,7 @@ func referenced(expr string) []string {
 // a metric renamed upstream fails here, not on a platform's dashboard.
 func TestMetricsExist(t *testing.T) {
 	newest := versions.All[len(versions.All)-1]
-	aws := karpenterModule(t, newest.CRDs)
+	aws := karpenterModule(t, newest.Module)
 	mods := []module{aws}
 	gomod := string(aws.file(t, "go.mod"))
 	for _, p := range libraryPaths {

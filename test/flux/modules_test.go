@@ -20,7 +20,7 @@ type module struct {
 }
 
 // karpenterSums pin the zips of the Karpenter modules internal/versions
-// names for each version's CRDs and nearest chart; a version whose modules
+// names for each version (its CRDs, chart and source); a version whose modules
 // have no sum here fails the tests until one is added.
 var karpenterSums = map[string]string{
 	"github.com/aws/karpenter-provider-aws@v1.14.1": "h1:WGtIQTQcxpElYMdWfWuPwaF2+9muR+hYhPZsTtoY8Gs=",

@@ -42,7 +42,7 @@ var karpenterCRDs = []string{
 // karpenterSchemas are Karpenter v's CRDs.
 func karpenterSchemas(t *testing.T, v versions.Version) crdSchemas {
 	t.Helper()
-	m := karpenterModule(t, v.CRDs)
+	m := karpenterModule(t, v.Module)
 	crds := make([][]byte, len(karpenterCRDs))
 	for i, f := range karpenterCRDs {
 		crds[i] = m.file(t, f)

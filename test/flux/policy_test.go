@@ -42,7 +42,7 @@ var notGranted = map[string]string{
 // of the interfaces in its module's pkg/aws/sdk.go, as IAM actions.
 func apiCalls(t *testing.T, v versions.Version) []string {
 	t.Helper()
-	src := string(karpenterModule(t, v.CRDs).file(t, "pkg/aws/sdk.go"))
+	src := string(karpenterModule(t, v.Module).file(t, "pkg/aws/sdk.go"))
 	iface := regexp.MustCompile(`(?s)type (\w+) interface \{(.*?)\n\}`)
 	method := regexp.MustCompile(`(?m)^\s+([A-Z]\w*)\(`)
 	var calls []string
