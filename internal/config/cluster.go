@@ -204,9 +204,12 @@ func validateCluster(in v1beta1.Input) field.ErrorList {
 			errs = append(errs, field.Invalid(f.Child(name), path, "must be a relative path inside the source, starting with ./"))
 		}
 	}
+	// At least a second: Flux's CRDs take durations in ms, s, m and h only (a
+	// finer one renders as 500µs, which the API server refuses), and a
+	// shorter retry would hammer the claimed cluster's API server.
 	for name, d := range map[string]string{"interval": in.Flux.Interval, "timeout": in.Flux.Timeout, "retryInterval": in.Flux.RetryInterval} {
-		if v, err := time.ParseDuration(d); err != nil || v <= 0 {
-			errs = append(errs, field.Invalid(f.Child(name), d, "must be a positive Go duration such as 10m"))
+		if v, err := time.ParseDuration(d); err != nil || v < time.Second {
+			errs = append(errs, field.Invalid(f.Child(name), d, "must be a Go duration of at least 1s, such as 10m"))
 		}
 	}
 

@@ -109,10 +109,10 @@ func TestLoadInvalidClusterHalf(t *testing.T) {
 			input:  map[string]any{"flux": map[string]any{"interval": "ten minutes"}},
 			want:   []errorID{{field.ErrorTypeInvalid, "input.flux.interval"}},
 		},
-		"FluxRetryIntervalNotPositive": {
-			reason: "Flux's retry interval is a positive Go duration.",
+		"FluxRetryIntervalUnderASecond": {
+			reason: "Flux's retry interval is at least a second: a finer duration renders as 500µs, which Flux's CRD refuses.",
 			spec:   xr(),
-			input:  map[string]any{"flux": map[string]any{"retryInterval": "0s"}},
+			input:  map[string]any{"flux": map[string]any{"retryInterval": "500us"}},
 			want:   []errorID{{field.ErrorTypeInvalid, "input.flux.retryInterval"}},
 		},
 		"SettledIntervalNotADuration": {

@@ -254,7 +254,7 @@ type Flux struct {
 	// +optional
 	MonitoringPath string `json:"monitoringPath,omitempty"`
 	// Interval of reconciliation, and Timeout of one apply with its health
-	// checks, as Go durations.
+	// checks, as Go durations of at least 1s (as RetryInterval).
 	// +kubebuilder:default="10m"
 	// +optional
 	Interval string `json:"interval,omitempty"`
@@ -262,7 +262,9 @@ type Flux struct {
 	// +optional
 	Timeout string `json:"timeout,omitempty"`
 	// RetryInterval is how soon Flux tries a failed Kustomization again
-	// (its spec.retryInterval), as a Go duration: without one,
+	// (its spec.retryInterval), as a Go duration of at least 1s (Flux's
+	// CRDs take ms, s, m and h; a shorter retry would hammer the claimed
+	// cluster's API server): without one,
 	// kustomize-controller waits a whole Interval (v1.9.3 api/v1,
 	// GetRetryInterval), so a missing namespace or a claimed cluster's
 	// outage, once mended, would hold a step for up to ten minutes.
