@@ -242,3 +242,10 @@ require (
 // The replace directives of github.com/fluxcd/kustomize-controller's own go.mod, which go ignores in a
 // dependency: the controller is built with the modules it was released with.
 replace github.com/opencontainers/go-digest => github.com/opencontainers/go-digest v1.0.1-0.20220411205349-bde1400a84be
+
+replace (
+	sigs.k8s.io/kustomize/api => sigs.k8s.io/kustomize/api v0.21.1
+	sigs.k8s.io/kustomize/kyaml => sigs.k8s.io/kustomize/kyaml v0.21.1
+)
+
+replace gopkg.in/yaml.v3 => gopkg.in/yaml.v3 v3.0.1

@@ -3,8 +3,8 @@
 // Package tools pins Flux's kustomize-controller, which runs against a claimed cluster in the end-to-end
 // tests, built with `go build -o BIN github.com/fluxcd/kustomize-controller` from this folder (see hack/e2e.mk).
 // Flux v2.9.2 ships source-controller v1.9.3, kustomize-controller v1.9.3 and helm-controller
-// v1.6.2 together (its go.mod requires their api modules at those versions); the go-digest
-// replace is the one kustomize-controller's own go.mod declares, which go ignores in a dependency's go.mod.
+// v1.6.2 together (its go.mod requires their api modules at those versions). go.mod repeats the
+// replace directives of kustomize-controller's own go.mod (but its ./api), which go ignores in a dependency.
 package tools
 
 import (
