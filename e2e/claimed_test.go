@@ -542,7 +542,12 @@ func testRealProviderKubernetes(t *testing.T, c *karpenter, claimed *claimedClus
 	}
 	installedByFlux(t, c, claimed)
 
+	wait := func() {}
+	if faults == nil {
+		wait = holdByNodeClaim(t, c, claimed, 20*time.Second)
+	}
 	uninstallPastAnInstance(t, c, claimed, faults)
+	wait()
 	for _, name := range applied {
 		if remote, err := claimed.remote(ctx, resources[name]); err != nil || remote != nil {
 			t.Errorf("uninstalled, the claimed cluster %s still holds %s's object (%v)", claimed.name, name, err)

@@ -40,7 +40,8 @@ import (
 // and helm-controller v1.6.2, the controllers Flux v2.9.2 ships together (its go.mod requires
 // their api modules at these versions), built from the module proxy (hack/e2e.mk,
 // e2e/tools/flux-*) and run out of cluster against the claimed cluster's API server, with its
-// admin kubeconfig (as Flux's own ServiceAccounts are cluster-admin in a bootstrapped cluster).
+// admin kubeconfig (in a bootstrapped cluster kustomize- and helm-controller are cluster-admin,
+// source-controller is not: this suite does not hold it to a narrower role).
 // What they reconcile is served from loopback by a gitOpsBase.
 
 var (
@@ -347,12 +348,16 @@ func (c *claimedCluster) startFlux(ctx context.Context, base *gitOpsBase) error 
 	ns, _, _ := unstructured.NestedString(input, "flux", "namespace")
 	kind, _, _ := unstructured.NestedString(input, "flux", "sourceRef", "kind")
 	name, _, _ := unstructured.NestedString(input, "flux", "sourceRef", "name")
+	sourceNS, _, _ := unstructured.NestedString(input, "flux", "sourceRef", "namespace")
+	if sourceNS == "" {
+		sourceNS = ns // the input's default
+	}
 	if kind != "GitRepository" {
 		return fmt.Errorf("the shipped input's Flux source is a %s: the suite serves a GitRepository", kind)
 	}
 	if err := c.apply(ctx, &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": gitRepositoryGVR.GroupVersion().String(), "kind": "GitRepository",
-		"metadata": map[string]any{"name": name, "namespace": ns},
+		"metadata": map[string]any{"name": name, "namespace": sourceNS},
 		"spec":     map[string]any{"url": base.repoURL, "interval": "1m", "ref": map[string]any{"branch": "main"}},
 	}}); err != nil {
 		return err
@@ -389,19 +394,23 @@ func (c *claimedCluster) startFlux(ctx context.Context, base *gitOpsBase) error 
 			return err
 		}
 	}
-	return waitFor(ctx, 2*time.Minute, "GitRepository "+ns+"/"+name+" Ready", func() (bool, error) {
-		u, err := c.dyn.Resource(gitRepositoryGVR).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+	return waitFor(ctx, 2*time.Minute, "GitRepository "+sourceNS+"/"+name+" Ready", func() (bool, error) {
+		u, err := c.dyn.Resource(gitRepositoryGVR).Namespace(sourceNS).Get(ctx, name, metav1.GetOptions{})
 		return err == nil && conditionStatus(u, "Ready") == "True", nil
 	})
 }
 
 // karpenter stands in for Karpenter's controller, which runs in the claimed cluster (its
 // Deployment, installed by helm-controller, is Available: kwok runs its pods) but cannot reach
-// AWS here. It does to the objects what Karpenter v1.15.2 does, and nothing more:
+// AWS here. It does to the objects what the function reads of Karpenter v1.15.2's work, and
+// nothing more (not the classes' resolved subnets, security groups, AMIs and instance profile,
+// not the pools' other conditions and resources):
 //   - an EC2NodeClass gets Karpenter's finalizer (karpenter.k8s.aws/termination:
-//     pkg/controllers/nodeclass/controller.go) and the conditions its validation leaves when AWS
-//     answers (pkg/apis/v1/ec2nodeclass_status.go: StatusConditions, all True, Ready the root);
-//     deleted, it keeps the finalizer while a NodeClaim refers to it (finalize);
+//     pkg/apis/v1/labels.go, added by pkg/controllers/nodeclass/controller.go) and the conditions
+//     its validation leaves when AWS answers (pkg/apis/v1/ec2nodeclass_status.go:
+//     StatusConditions, all True, Ready the root; CapacityReservationsReady too, as the chart's
+//     default reservedCapacity gate turns it on, cmd/controller/main.go); deleted, it keeps the
+//     finalizer while a NodeClaim refers to it (finalize);
 //   - a NodePool gets the status Karpenter's core reports of an empty pool (sigs.k8s.io/karpenter
 //     v1.15.0, the version nearest v1.15.2's v1.15.1 that the proxy serves,
 //     pkg/apis/v1/nodepool_status.go: no nodes, no resources, ValidationSucceeded and
@@ -411,16 +420,20 @@ func (c *claimedCluster) karpenter(ctx context.Context) {
 	if err != nil {
 		return // the chart has not installed the CRDs yet
 	}
-	claims, _ := c.dyn.Resource(nodeClaimGVR).List(ctx, metav1.ListOptions{})
+	claims, claimsErr := c.dyn.Resource(nodeClaimGVR).List(ctx, metav1.ListOptions{})
 	for i := range classes.Items {
 		class := &classes.Items[i]
 		r := c.dyn.Resource(ec2NodeClassGVR)
 		finalizers := class.GetFinalizers()
 		switch {
+		case class.GetDeletionTimestamp() != nil && claimsErr != nil:
+			// Karpenter's finalize fails when it cannot list the NodeClaims: it keeps the class.
 		case class.GetDeletionTimestamp() != nil:
-			used := claims != nil && slices.ContainsFunc(claims.Items, func(nc unstructured.Unstructured) bool {
-				ref, _, _ := unstructured.NestedString(nc.Object, "spec", "nodeClassRef", "name")
-				return ref == class.GetName()
+			// Karpenter lists the NodeClaims whose spec.nodeClassRef names the class by group,
+			// kind and name (sigs.k8s.io/karpenter v1.15.0 pkg/utils/nodeclaim, ForNodeClass).
+			used := slices.ContainsFunc(claims.Items, func(nc unstructured.Unstructured) bool {
+				ref, _, _ := unstructured.NestedStringMap(nc.Object, "spec", "nodeClassRef")
+				return ref["group"] == ec2NodeClassGVR.Group && ref["kind"] == "EC2NodeClass" && ref["name"] == class.GetName()
 			})
 			if !used && slices.Contains(finalizers, karpenterClassFinalizer) {
 				class.SetFinalizers(slices.DeleteFunc(finalizers, func(f string) bool { return f == karpenterClassFinalizer }))
@@ -431,7 +444,8 @@ func (c *claimedCluster) karpenter(ctx context.Context) {
 			_, _ = r.Update(ctx, class, metav1.UpdateOptions{})
 		case !readyFor(class):
 			class.Object["status"] = map[string]any{"conditions": karpenterConditions(class,
-				"AMIsReady", "SubnetsReady", "SecurityGroupsReady", "InstanceProfileReady", "ValidationSucceeded", "PlacementGroupReady")}
+				"AMIsReady", "SubnetsReady", "SecurityGroupsReady", "InstanceProfileReady", "ValidationSucceeded", "PlacementGroupReady",
+				"CapacityReservationsReady")}
 			_, _ = r.UpdateStatus(ctx, class, metav1.UpdateOptions{})
 		}
 	}
@@ -572,21 +586,31 @@ func installedByFlux(t *testing.T, c *karpenter, claimed *claimedCluster) {
 		version, d.Status.AvailableReplicas, *d.Spec.Replicas, sortedKeys(nodes), pools)
 }
 
+// uninstalledSelector is what of gvr must be gone from a claimed cluster once a request is
+// uninstalled: all of it, but of pods only the controller's, which Flux installed.
+func uninstalledSelector(gvr schema.GroupVersionResource) string {
+	if gvr == podGVR {
+		return "app.kubernetes.io/name=karpenter"
+	}
+	return ""
+}
+
 var (
+	ociRepositoryGVR  = schema.GroupVersionResource{Group: "source.toolkit.fluxcd.io", Version: "v1", Resource: "ocirepositories"}
 	podMonitorGVR     = schema.GroupVersionResource{Group: "monitoring.coreos.com", Version: "v1", Resource: "podmonitors"}
 	prometheusRuleGVR = schema.GroupVersionResource{Group: "monitoring.coreos.com", Version: "v1", Resource: "prometheusrules"}
 )
 
 // uninstalledByFlux checks that the claimed cluster's Flux removed everything it had installed
-// for the request: its Kustomizations, the HelmRelease (helm-controller uninstalled the release:
-// no Deployment, no pods of the controller), the pools, classes and monitoring. Karpenter's CRDs
-// stay, as Helm leaves a chart's crds/ on uninstall.
+// for the request: its Kustomizations, the chart's OCIRepository, the HelmRelease (helm-controller
+// uninstalled the release: no Deployment, no pods of the controller), the pools, classes, alert
+// rules and PodMonitor. Karpenter's CRDs stay, as Helm leaves a chart's crds/ on uninstall.
 func uninstalledByFlux(t *testing.T, claimed *claimedCluster) {
 	t.Helper()
 	ctx := t.Context()
-	for _, gvr := range []schema.GroupVersionResource{kustomizationGVR, helmReleaseGVR, nodePoolGVR, ec2NodeClassGVR, podMonitorGVR, prometheusRuleGVR,
-		{Group: "apps", Version: "v1", Resource: "deployments"}} {
-		l, err := claimed.dyn.Resource(gvr).List(ctx, metav1.ListOptions{})
+	for _, gvr := range []schema.GroupVersionResource{kustomizationGVR, ociRepositoryGVR, helmReleaseGVR, nodePoolGVR, ec2NodeClassGVR,
+		podMonitorGVR, prometheusRuleGVR, {Group: "apps", Version: "v1", Resource: "deployments"}, podGVR} {
+		l, err := claimed.dyn.Resource(gvr).List(ctx, metav1.ListOptions{LabelSelector: uninstalledSelector(gvr)})
 		if err != nil {
 			t.Errorf("cannot list %s in %s: %v", gvr.Resource, claimed.name, err)
 			continue
@@ -595,4 +619,87 @@ func uninstalledByFlux(t *testing.T, claimed *claimedCluster) {
 			t.Errorf("uninstalled, the claimed cluster %s still holds %s %s/%s", claimed.name, o.GetKind(), o.GetNamespace(), o.GetName())
 		}
 	}
+}
+
+// holdByNodeClaim gives the claimed cluster a NodeClaim of the private pool's class, and returns a
+// wait for what follows once the request is deleted: the nodes Kustomization's deletion
+// (WaitForTermination) has kustomize-controller delete the class, which Karpenter's finalizer
+// keeps while the NodeClaim refers to it (the stand-in, as Karpenter's finalize does); for hold,
+// the nodes Kustomization stays, being deleted, and the controller stays installed (its
+// Kustomization, HelmRelease and Deployment there, none being deleted); then the node is gone
+// (the test deletes the NodeClaim) and the uninstall goes on. The NodeClaim is what Karpenter's
+// finalize matches on, nothing more: Karpenter's own would also carry its NodePool's label and an
+// ownerReference to it, through which the garbage collector deletes it with the pool; this one
+// has none, so the pool's deletion does not take it. The wait is also a cleanup of t.
+func holdByNodeClaim(t *testing.T, c *karpenter, claimed *claimedCluster, hold time.Duration) (wait func()) {
+	t.Helper()
+	ctx := t.Context()
+	input := platformInput(t, c.api)
+	ns, _, _ := unstructured.NestedString(input, "podIdentity", "namespace")
+	resources, _ := c.composed()
+	kustomization := func(name string) (namespace, n string) {
+		m, _, _ := unstructured.NestedMap(resources[name].Object, "spec", "forProvider", "manifest")
+		u := &unstructured.Unstructured{Object: m}
+		return u.GetNamespace(), u.GetName()
+	}
+	nodesNS, nodes := kustomization("nodes-kustomization")
+	controllerNS, controller := kustomization("controller-kustomization")
+	claim := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": nodeClaimGVR.GroupVersion().String(), "kind": "NodeClaim",
+		"metadata": map[string]any{"name": "private-e2e01"},
+		"spec": map[string]any{
+			"nodeClassRef": map[string]any{"group": ec2NodeClassGVR.Group, "kind": "EC2NodeClass", "name": "private"},
+			"requirements": []any{map[string]any{"key": "karpenter.sh/capacity-type", "operator": "In", "values": []any{"on-demand"}}},
+		},
+	}}
+	claims := claimed.dyn.Resource(nodeClaimGVR)
+	if _, err := claims.Create(ctx, claim, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("cannot create a NodeClaim of the private class in %s: %v", claimed.name, err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		// The node goes in the end, whatever happened: a held class would hold the uninstall.
+		defer func() { _ = claims.Delete(context.Background(), claim.GetName(), metav1.DeleteOptions{}) }()
+		classes := claimed.dyn.Resource(ec2NodeClassGVR)
+		err := waitFor(ctx, 5*time.Minute, "the private EC2NodeClass being deleted", func() (bool, error) {
+			class, err := classes.Get(ctx, "private", metav1.GetOptions{})
+			return err == nil && class.GetDeletionTimestamp() != nil, nil
+		})
+		if err == nil {
+			select {
+			case <-ctx.Done():
+			case <-time.After(hold):
+			}
+		}
+		if ctx.Err() != nil {
+			return // the test ended (failed) first: nothing to report to it
+		}
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		if class, err := classes.Get(ctx, "private", metav1.GetOptions{}); err != nil || !slices.Contains(class.GetFinalizers(), karpenterClassFinalizer) {
+			t.Errorf("after %s with a NodeClaim, the private EC2NodeClass is gone or lost Karpenter's finalizer (%v)", hold, err)
+		}
+		for _, o := range []struct {
+			gvr             schema.GroupVersionResource
+			namespace, name string
+			deleting        bool
+		}{
+			{kustomizationGVR, nodesNS, nodes, true},
+			{kustomizationGVR, controllerNS, controller, false},
+			{helmReleaseGVR, ns, "karpenter", false},
+			{schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}, ns, "karpenter", false},
+		} {
+			got, err := claimed.dyn.Resource(o.gvr).Namespace(o.namespace).Get(ctx, o.name, metav1.GetOptions{})
+			if err != nil || (got.GetDeletionTimestamp() != nil) != o.deleting {
+				t.Errorf("with a NodeClaim of the private class, %s %s/%s: gone, or being deleted is not %v (%v)", o.gvr.Resource, o.namespace, o.name, o.deleting, err)
+			}
+		}
+		t.Logf("a NodeClaim held the private EC2NodeClass, the nodes Kustomization and so the controller, for %s; the node goes", hold)
+	}()
+	wait = func() { <-done }
+	t.Cleanup(wait)
+	return wait
 }
