@@ -498,8 +498,7 @@ func installedByFlux(t *testing.T, c *karpenter, claimed *claimedCluster) {
 	ns, _, _ := unstructured.NestedString(input, "podIdentity", "namespace")
 	sa, _, _ := unstructured.NestedString(input, "podIdentity", "serviceAccount")
 	resources, _ := c.composed()
-	version, _, _ := unstructured.NestedString(resources["controller-kustomization"].Object,
-		"spec", "forProvider", "manifest", "spec", "postBuild", "substitute", "KARPENTER_VERSION")
+	version := builtFor(resources["controller-kustomization"])
 
 	hr, err := claimed.dyn.Resource(helmReleaseGVR).Namespace(ns).Get(ctx, "karpenter", metav1.GetOptions{})
 	if err != nil {
