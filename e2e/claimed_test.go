@@ -6,7 +6,6 @@ import (
 	"archive/zip"
 	"context"
 	"fmt"
-	"io"
 	"maps"
 	"net"
 	"net/http"
@@ -276,12 +275,7 @@ func claimedCRDs(dir string) ([]string, error) {
 		if i < 0 {
 			return nil, fmt.Errorf("%s holds no example/prometheus-operator-crd/%s", module, name)
 		}
-		r, err := z.File[i].Open()
-		if err != nil {
-			return nil, err
-		}
-		b, err := io.ReadAll(r)
-		r.Close()
+		b, err := readZipFile(z.File[i])
 		if err != nil {
 			return nil, err
 		}

@@ -189,12 +189,7 @@ func karpenterChart(v versions.Version) (tgz, config []byte, err error) {
 		default:
 			continue
 		}
-		r, err := f.Open()
-		if err != nil {
-			return nil, nil, err
-		}
-		b, err := io.ReadAll(r)
-		r.Close()
+		b, err := readZipFile(f)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -228,6 +223,16 @@ func karpenterChart(v versions.Version) (tgz, config []byte, err error) {
 		return nil, nil, err
 	}
 	return buf.Bytes(), config, nil
+}
+
+// readZipFile is the content of one file of a zip.
+func readZipFile(f *zip.File) ([]byte, error) {
+	r, err := f.Open()
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	return io.ReadAll(r)
 }
 
 // moduleZip is the path of module's zip (path@version) in the module cache, downloaded if
@@ -636,13 +641,6 @@ func holdByNodeClaim(t *testing.T, c *karpenter, claimed *claimedCluster, hold t
 	input := platformInput(t, c.api)
 	ns, _, _ := unstructured.NestedString(input, "podIdentity", "namespace")
 	resources, _ := c.composed()
-	kustomization := func(name string) (namespace, n string) {
-		m, _, _ := unstructured.NestedMap(resources[name].Object, "spec", "forProvider", "manifest")
-		u := &unstructured.Unstructured{Object: m}
-		return u.GetNamespace(), u.GetName()
-	}
-	nodesNS, nodes := kustomization("nodes-kustomization")
-	controllerNS, controller := kustomization("controller-kustomization")
 	claim := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": nodeClaimGVR.GroupVersion().String(), "kind": "NodeClaim",
 		"metadata": map[string]any{"name": "private-e2e01"},
@@ -681,19 +679,19 @@ func holdByNodeClaim(t *testing.T, c *karpenter, claimed *claimedCluster, hold t
 		if class, err := classes.Get(ctx, "private", metav1.GetOptions{}); err != nil || !slices.Contains(class.GetFinalizers(), karpenterClassFinalizer) {
 			t.Errorf("after %s with a NodeClaim, the private EC2NodeClass is gone or lost Karpenter's finalizer (%v)", hold, err)
 		}
-		for _, o := range []struct {
-			gvr             schema.GroupVersionResource
-			namespace, name string
-			deleting        bool
-		}{
-			{kustomizationGVR, nodesNS, nodes, true},
-			{kustomizationGVR, controllerNS, controller, false},
-			{helmReleaseGVR, ns, "karpenter", false},
-			{schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}, ns, "karpenter", false},
-		} {
-			got, err := claimed.dyn.Resource(o.gvr).Namespace(o.namespace).Get(ctx, o.name, metav1.GetOptions{})
-			if err != nil || (got.GetDeletionTimestamp() != nil) != o.deleting {
-				t.Errorf("with a NodeClaim of the private class, %s %s/%s: gone, or being deleted is not %v (%v)", o.gvr.Resource, o.namespace, o.name, o.deleting, err)
+		for _, k := range []struct {
+			name     string
+			deleting bool
+		}{{"nodes-kustomization", true}, {"controller-kustomization", false}} {
+			got, err := claimed.remote(ctx, resources[k.name])
+			if err != nil || got == nil || (got.GetDeletionTimestamp() != nil) != k.deleting {
+				t.Errorf("with a NodeClaim of the private class, %s's Kustomization: gone, or being deleted is not %v (%v)", k.name, k.deleting, err)
+			}
+		}
+		for _, gvr := range []schema.GroupVersionResource{helmReleaseGVR, {Group: "apps", Version: "v1", Resource: "deployments"}} {
+			got, err := claimed.dyn.Resource(gvr).Namespace(ns).Get(ctx, "karpenter", metav1.GetOptions{})
+			if err != nil || got.GetDeletionTimestamp() != nil {
+				t.Errorf("with a NodeClaim of the private class, %s %s/karpenter went or is being deleted (%v)", gvr.Resource, ns, err)
 			}
 		}
 		t.Logf("a NodeClaim held the private EC2NodeClass, the nodes Kustomization and so the controller, for %s; the node goes", hold)
