@@ -95,7 +95,10 @@ $(E2E_HELM_CONTROLLER):
 e2e-tools: $(E2E_BINARIES) ## Build the end-to-end control plane binaries (cached by version).
 
 # --- the suite ---------------------------------------------------------------------------------
-# The function is rebuilt from the working tree every run (Go's build cache makes that cheap).
+# The function is rebuilt from the working tree every run as its package builds it
+# (FUNCTION_GO_BUILD, hack/package.mk), which Go's build cache makes cheap. The suite's packages
+# are compiled once by go vet before the shards start, which would otherwise each compile them at
+# once (a cold cache's three concurrent compiles of the same ~500 packages).
 # The CRDs come from module zips, located in the Go module cache (downloaded if missing):
 # provider-aws at the version the main go.mod requires, provider-kubernetes at the version
 # hack/tools.mk names, Crossplane's from its wrapper module. Crossplane's cluster holds no Flux
@@ -119,7 +122,8 @@ E2E_PARALLEL ?= 16
 
 .PHONY: e2e-test
 e2e-test: curl $(E2E_BINARIES) provider-aws-crds provider-kubernetes-crds ## End-to-end tests against a real API server and Crossplane on loopback.
-	CGO_ENABLED=0 go build -o $(E2E_FUNCTION) ./fn
+	$(FUNCTION_GO_BUILD) -o $(E2E_FUNCTION) ./fn
+	cd e2e && go vet -tags e2e ./...
 	@xp=$$(cd $(E2E_TOOLS_DIR)/crossplane && go mod download github.com/crossplane/crossplane/v2 && \
 	    go list -m -f '{{.Dir}}' github.com/crossplane/crossplane/v2) && test -n "$$xp" || exit 1; \
 	kwok=$$(cd $(E2E_TOOLS_DIR)/kwok && go mod download sigs.k8s.io/kwok && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok) && \

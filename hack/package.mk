@@ -22,6 +22,11 @@
 
 PACKAGE_MK_SAVED_DEFAULT_GOAL := $(.DEFAULT_GOAL)
 
+# How the function's binary is built for its runtime image: static, no local paths, stripped. The
+# end-to-end suite runs a binary built the same way (hack/e2e.mk), so it tests what ships, and its
+# build reuses the packages this one compiled.
+FUNCTION_GO_BUILD := CGO_ENABLED=0 go build -trimpath -ldflags '-s -w'
+
 # The one source of truth for the release version: crossplane.yaml's function dependency and
 # examples/functions.yaml must carry it too (test/package checks they agree).
 PACKAGE_VERSION := $(shell cat $(CURDIR)/VERSION)
@@ -52,8 +57,7 @@ package: $(CROSSPLANE) ## Build the Function (one xpkg per platform) and Configu
 	@rm -rf $(XPKG_DIR) && mkdir -p $(XPKG_DIR)/function-examples $(XPKG_DIR)/configuration-examples
 	@for arch in $(PACKAGE_ARCHS); do \
 	  echo "go build ./fn for linux/$$arch"; \
-	  CGO_ENABLED=0 GOOS=linux GOARCH=$$arch go build -trimpath -ldflags '-s -w' \
-	    -o $(XPKG_DIR)/bin/linux_$$arch/function ./fn || exit 1; \
+	  GOOS=linux GOARCH=$$arch $(FUNCTION_GO_BUILD) -o $(XPKG_DIR)/bin/linux_$$arch/function ./fn || exit 1; \
 	done
 	cd $(XPKG_TOOLS) && go run ./cmd/runtime-image -o $(XPKG_DIR) \
 	  -version $(PACKAGE_VERSION) -source $(PACKAGE_SOURCE) \
