@@ -41,6 +41,15 @@ const (
 // evaluates it on the observed Pod: every check passed, not merely started.
 const PodSucceeded = `object.status.phase == 'Succeeded'`
 
+// ReconciledQuery is Reconciled's query on the observed object: its
+// controller's observedGeneration is its generation and its Ready condition
+// is True. Each has() guards a field an object just created lacks, which
+// would otherwise fail the evaluation (provider-kubernetes reports that as
+// the Object's Ready message).
+const ReconciledQuery = `has(object.status) && has(object.status.observedGeneration) && ` +
+	`object.status.observedGeneration == object.metadata.generation && has(object.status.conditions) && ` +
+	`object.status.conditions.exists(c, c.type == 'Ready' && c.status == 'True')`
+
 // AccessCheckPod is the prefix of the access-check Pod's name, which ends
 // in a digest of what it checks: see PodName.
 const AccessCheckPod = "karpenter-access-check"
@@ -107,8 +116,17 @@ var (
 	// Created: Ready once the object exists (provider-kubernetes'
 	// SuccessfulCreate, its default).
 	Created Readiness
-	// ReadyCondition: Ready once the object's own Ready condition is True.
-	ReadyCondition = Readiness{"policy": "DeriveFromObject"}
+	// Reconciled: Ready once the object's own controller (Flux) has acted
+	// on its current generation and found it Ready. DeriveFromObject reads
+	// the Ready condition alone, which stays True for the generation before
+	// a change, and provider-kubernetes re-reads a Ready Object only at its
+	// poll interval (v1.3.1 cmd/provider/main.go --poll, default 10m), an
+	// unready one every 30s ± 10% (internal/controller/cluster/object/
+	// object.go, its poll interval hook): read right after the apply, a
+	// changed Kustomization stayed Ready at the generation before, and the
+	// step waited for the next poll. Reconciled keeps it unready, so
+	// re-read within 30s, until Flux has acted.
+	Reconciled = Readiness{"policy": "DeriveFromCelQuery", "celQuery": ReconciledQuery}
 	// Succeeded: Ready once the access check's Pod succeeded. (Available,
 	// the final check's, is in finalcheck.go.)
 	Succeeded = Readiness{"policy": "DeriveFromCelQuery", "celQuery": PodSucceeded}

@@ -76,7 +76,7 @@ func Nodes(c *config.Config, v versions.Version) (map[resource.Name]runtime.Obje
 // condition is True, and deleting it deletes the Kustomization and waits
 // until it is gone: until Flux has deleted what it applied.
 func inObject(c *config.Config, name resource.Name, k *kustomizev1.Kustomization) (map[resource.Name]runtime.Object, error) {
-	o, err := cluster.Object(c, k, cluster.ReadyCondition)
+	o, err := cluster.Object(c, k, cluster.Reconciled)
 	if err != nil {
 		return nil, fmt.Errorf("cannot wrap Kustomization %s: %w", k.Name, err)
 	}

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -19,6 +20,7 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
+	"github.com/do-now/function-karpenter/internal/cluster"
 	"github.com/do-now/function-karpenter/internal/config"
 	"github.com/do-now/function-karpenter/internal/scope"
 )
@@ -125,16 +127,17 @@ func readYAML(t *testing.T, path string, into any) {
 // variable the Kustomization does not set fails the build instead of
 // silently becoming empty.
 // delivered is the Kustomization a provider-kubernetes Object applies to the
-// claimed cluster: its manifest, decoded strictly, with the Object
-// deriving its readiness from the Kustomization's Ready condition.
+// claimed cluster: its manifest, decoded strictly, with the Object Ready
+// once Flux has acted on the Kustomization (cluster.Reconciled).
 func delivered(t *testing.T, o runtime.Object) *kustomizev1.Kustomization {
 	t.Helper()
 	u, ok := o.(*unstructured.Unstructured)
 	if !ok || u.GetKind() != "Object" || u.GetAPIVersion() != "kubernetes.crossplane.io/v1alpha2" {
 		t.Fatalf("want a provider-kubernetes Object, got %T %v", o, o.GetObjectKind().GroupVersionKind())
 	}
-	if policy, _, _ := unstructured.NestedString(u.Object, "spec", "readiness", "policy"); policy != "DeriveFromObject" {
-		t.Errorf("the Object's readiness policy is %q, want DeriveFromObject: Ready only once the Kustomization is", policy)
+	// TestKustomizationReadiness holds the query against what kustomize-controller writes.
+	if readiness, _, _ := unstructured.NestedMap(u.Object, "spec", "readiness"); !reflect.DeepEqual(readiness, map[string]any(cluster.Reconciled)) {
+		t.Errorf("the Object's readiness is %v, want %v: Ready only once Flux has acted on the Kustomization", readiness, cluster.Reconciled)
 	}
 	manifest, ok, _ := unstructured.NestedMap(u.Object, "spec", "forProvider", "manifest")
 	if !ok {

@@ -5,7 +5,9 @@ go 1.26.8
 require (
 	github.com/do-now/function-karpenter v0.0.0-00010101000000-000000000000
 	github.com/fluxcd/kustomize-controller/api v1.7.0
+	github.com/fluxcd/pkg/apis/meta v1.21.0
 	github.com/fluxcd/pkg/kustomize v1.23.0
+	github.com/google/cel-go v0.27.0
 	github.com/google/go-cmp v0.7.0
 	github.com/upbound/provider-aws/v2 v2.5.0
 	google.golang.org/protobuf v1.36.11
@@ -45,7 +47,6 @@ require (
 	github.com/fatih/camelcase v1.0.0 // indirect
 	github.com/fatih/color v1.18.0 // indirect
 	github.com/fluxcd/pkg/apis/kustomize v1.13.0 // indirect
-	github.com/fluxcd/pkg/apis/meta v1.21.0 // indirect
 	github.com/fluxcd/pkg/envsubst v1.5.0 // indirect
 	github.com/fluxcd/pkg/sourceignore v0.15.0 // indirect
 	github.com/fsnotify/fsnotify v1.9.0 // indirect
@@ -74,7 +75,6 @@ require (
 	github.com/gobwas/glob v0.2.3 // indirect
 	github.com/golang/groupcache v0.0.0-20241129210726-2c02b8208cf8 // indirect
 	github.com/golang/protobuf v1.5.4 // indirect
-	github.com/google/cel-go v0.27.0 // indirect
 	github.com/google/gnostic-models v0.7.1 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/hashicorp/go-cty v1.5.0 // indirect
