@@ -427,8 +427,11 @@ func (c *claimedCluster) remote(ctx context.Context, o *unstructured.Unstructure
 // on what the real provider and the real Flux write: every step goes Ready, each Object's
 // observed manifest is the claimed cluster's object (same UID), helm-controller installed the
 // chart (its controller Available on the system nodes), kustomize-controller applied the pools,
-// which Karpenter's CRDs admitted and the observe-only Objects read back. Uninstalled, the claimed
-// cluster holds nothing of the request. The claim's walk goes through
+// which Karpenter's CRDs admitted and the observe-only Objects read back. The namespaced XR
+// first meets prod-us without its Flux source, which kustomize-controller reports and the XR
+// shows until the source is back (withoutSource); once installed, it is upgraded a minor, helm-controller upgrading the chart before the pools move, and a
+// downgrade is refused (upgradedByFlux). Uninstalled, the claimed cluster holds nothing of the
+// request. The claim's walk goes through
 // the faults of claimedFaults: prod-eu's API server unreachable for a minute, provider-kubernetes
 // killed, mid-walk, once Ready and mid-uninstall.
 func TestRealProviderKubernetes(t *testing.T) {
@@ -469,15 +472,23 @@ func TestRealProviderKubernetes(t *testing.T) {
 		// One request per cluster: the claim for prod-eu, the namespaced XR for prod-us. (A
 		// second request for prod-eu would race the claim for its lease.)
 		if a.namespaced {
-			testRealProviderKubernetes(t, newKarpenterFrom(t, a, "team-b", "karpenter", onProdUS), claimed["prod-us"], nil)
+			// The namespaced XR starts a minor behind and is upgraded once installed (upgradedByFlux).
+			from, _ := upgradeVersions()
+			c := newKarpenterFrom(t, a, "team-b", "karpenter", func(u *unstructured.Unstructured) {
+				onProdUS(u)
+				_ = unstructured.SetNestedField(u.Object, from, "spec", "version")
+			})
+			testRealProviderKubernetes(t, c, claimed["prod-us"], nil, withoutSource(t, c, claimed["prod-us"], base))
 			return
 		}
 		testRealProviderKubernetes(t, newKarpenter(t, a, "team-a", "karpenter", "prod-eu"), claimed["prod-eu"],
-			&claimedFaults{provider: provider, claimed: claimed["prod-eu"]})
+			&claimedFaults{provider: provider, claimed: claimed["prod-eu"]}, nil)
 	})
 }
 
-func testRealProviderKubernetes(t *testing.T, c *karpenter, claimed *claimedCluster, faults *claimedFaults) {
+// testRealProviderKubernetes walks c to Ready through faults, or with atController (if not nil)
+// called once the controller's Kustomization is composed, and uninstalls it.
+func testRealProviderKubernetes(t *testing.T, c *karpenter, claimed *claimedCluster, faults *claimedFaults, atController func()) {
 	ctx := t.Context()
 	for i, s := range steps {
 		start := time.Now()
@@ -486,6 +497,9 @@ func testRealProviderKubernetes(t *testing.T, c *karpenter, claimed *claimedClus
 		// (provider-kubernetes v1.3.1 internal/controller/*/object/object.go, its poll
 		// interval hook): a step of Objects can take that long per round.
 		composed := c.waitComposed(throughStep(i), 3*time.Minute)
+		if s.condition == "ControllerReady" && atController != nil {
+			atController()
+		}
 		var aws []string
 		for _, n := range stepNames(i) {
 			if k, _ := kindOf(composed[n]); k.kind != "Object" {
@@ -494,7 +508,15 @@ func testRealProviderKubernetes(t *testing.T, c *karpenter, claimed *claimedClus
 		}
 		faults.beforeReady(t, i)
 		c.markReady(aws...)
-		c.waitCondition(s.condition, "True", 3*time.Minute)
+		timeout := 3 * time.Minute
+		if !back.IsZero() {
+			// After a minute of refused watches, kube-controller-manager's and kube-scheduler's
+			// informers each wait 30–60 s before they list again (client-go v0.35.4
+			// tools/cache/reflector.go), then the provider's 30 s poll: the final check's
+			// Deployment got its Pod and was seen available 155–190 s after the restart.
+			timeout = 5 * time.Minute
+		}
+		c.waitCondition(s.condition, "True", timeout)
 		t.Logf("step %d (%s): %d resources Ready in %.1fs", i+1, s.condition, len(stepNames(i)), time.Since(start).Seconds())
 		if !back.IsZero() {
 			fmt.Printf("e2e: %-40s a fault mid-walk: %s True %.0fs after the part came back\n", t.Name(), s.condition, time.Since(back).Seconds())
@@ -538,6 +560,8 @@ func testRealProviderKubernetes(t *testing.T, c *karpenter, claimed *claimedClus
 
 	wait := func() {}
 	if faults == nil {
+		_, to := upgradeVersions()
+		upgradedByFlux(t, c, claimed, to)
 		wait = holdByNodeClaim(t, c, claimed, 20*time.Second)
 	}
 	uninstallPastAnInstance(t, c, claimed, faults)

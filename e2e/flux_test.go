@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/registry"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -351,22 +352,14 @@ func (c *claimedCluster) startFlux(ctx context.Context, base *gitOpsBase) error 
 		}
 	}
 	ns, _, _ := unstructured.NestedString(input, "flux", "namespace")
-	kind, _, _ := unstructured.NestedString(input, "flux", "sourceRef", "kind")
-	name, _, _ := unstructured.NestedString(input, "flux", "sourceRef", "name")
-	sourceNS, _, _ := unstructured.NestedString(input, "flux", "sourceRef", "namespace")
-	if sourceNS == "" {
-		sourceNS = ns // the input's default
-	}
-	if kind != "GitRepository" {
-		return fmt.Errorf("the shipped input's Flux source is a %s: the suite serves a GitRepository", kind)
-	}
-	if err := c.apply(ctx, &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": gitRepositoryGVR.GroupVersion().String(), "kind": "GitRepository",
-		"metadata": map[string]any{"name": name, "namespace": sourceNS},
-		"spec":     map[string]any{"url": base.repoURL, "interval": "1m", "ref": map[string]any{"branch": "main"}},
-	}}); err != nil {
+	source, err := gitRepository(input, base)
+	if err != nil {
 		return err
 	}
+	if err := c.apply(ctx, source); err != nil {
+		return err
+	}
+	sourceNS, name := source.GetNamespace(), source.GetName()
 	bins := map[string]string{}
 	for _, n := range []string{"source-controller", "kustomize-controller", "helm-controller"} {
 		env := "E2E_" + strings.ToUpper(strings.ReplaceAll(n, "-", "_"))
@@ -403,6 +396,77 @@ func (c *claimedCluster) startFlux(ctx context.Context, base *gitOpsBase) error 
 		u, err := c.dyn.Resource(gitRepositoryGVR).Namespace(sourceNS).Get(ctx, name, metav1.GetOptions{})
 		return err == nil && conditionStatus(u, "Ready") == "True", nil
 	})
+}
+
+// gitRepository is the Flux source the shipped input names (flux.sourceRef, in flux.namespace
+// when it names none), fetching the base.
+func gitRepository(input map[string]any, base *gitOpsBase) (*unstructured.Unstructured, error) {
+	kind, _, _ := unstructured.NestedString(input, "flux", "sourceRef", "kind")
+	name, _, _ := unstructured.NestedString(input, "flux", "sourceRef", "name")
+	ns, _, _ := unstructured.NestedString(input, "flux", "sourceRef", "namespace")
+	if ns == "" {
+		ns, _, _ = unstructured.NestedString(input, "flux", "namespace") // the input's default
+	}
+	if kind != "GitRepository" {
+		return nil, fmt.Errorf("the shipped input's Flux source is a %s: the suite serves a GitRepository", kind)
+	}
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": gitRepositoryGVR.GroupVersion().String(), "kind": "GitRepository",
+		"metadata": map[string]any{"name": name, "namespace": ns},
+		"spec":     map[string]any{"url": base.repoURL, "interval": "1m", "ref": map[string]any{"branch": "main"}},
+	}}, nil
+}
+
+// withoutSource deletes the claimed cluster's Flux source (the GitRepository the input names)
+// before the request's Kustomizations are applied, as on a cluster whose platform source is
+// missing, and returns what to do once the controller's Kustomization is composed: wait until
+// the real kustomize-controller reports it failing (Ready=False, ArtifactFailed) and the
+// request's ControllerReady condition carries that report word for word, with nothing of the
+// steps after it composed; then put the source back. kustomize-controller acts on the source's
+// artifact at once (v1.9.3 internal/controller/kustomization_manager.go watches the sources its
+// Kustomizations name), and the walk goes on.
+func withoutSource(t *testing.T, c *karpenter, claimed *claimedCluster, base *gitOpsBase) (atController func()) {
+	t.Helper()
+	ctx := t.Context()
+	input := platformInput(t, c.api)
+	source, err := gitRepository(input, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sources := claimed.dyn.Resource(gitRepositoryGVR).Namespace(source.GetNamespace())
+	if err := sources.Delete(ctx, source.GetName(), metav1.DeleteOptions{}); err != nil {
+		t.Fatalf("cannot delete GitRepository %s/%s in %s: %v", source.GetNamespace(), source.GetName(), claimed.name, err)
+	}
+	if err := waitFor(ctx, time.Minute, "the GitRepository gone", func() (bool, error) {
+		_, err := sources.Get(ctx, source.GetName(), metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return func() {
+		t.Helper()
+		start := time.Now()
+		resources, _ := c.composed()
+		var reported map[string]any
+		c.wait(3*time.Minute, "kustomize-controller to report the controller's Kustomization failing", func() (bool, error) {
+			k, err := claimed.remote(ctx, resources["controller-kustomization"])
+			if err != nil || k == nil {
+				return false, nil
+			}
+			reported = condition(k, "Ready")
+			return reported != nil && reported["status"] == "False" && reported["reason"] == "ArtifactFailed", nil
+		})
+		msg, _ := reported["message"].(string)
+		cond := c.waitCondition("ControllerReady", "False", 2*time.Minute,
+			"controller-kustomization: Kustomization Ready=False (ArtifactFailed): "+msg)
+		if got, _ := c.composed(); got["nodes-kustomization"] != nil || got["monitoring-kustomization"] != nil {
+			t.Error("with the controller's Kustomization failing, the steps after it were composed")
+		}
+		t.Logf("the source missing: kustomize-controller reports %q; ControllerReady=False after %.0fs: %v", msg, time.Since(start).Seconds(), cond["message"])
+		if err := claimed.apply(ctx, source); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // karpenter stands in for Karpenter's controller, which runs in the claimed cluster (its
@@ -542,8 +606,19 @@ func installedByFlux(t *testing.T, c *karpenter, claimed *claimedCluster) {
 	for _, p := range pods.Items {
 		nodes[p.Spec.NodeName] = true
 	}
-	if err != nil || len(nodes) != len(systemZones) {
-		t.Errorf("the controller's pods run on %v, want one on each system node (%v)", sortedKeys(nodes), err)
+	// The function's anti-affinity and zone spread are preferred, not required: the first rollout
+	// puts a replica on each system node, but a rolling update (the chart's maxUnavailable 1)
+	// schedules a new replica while both old ones still run, and the scheduler may put both new
+	// ones on one node. After an upgrade, every replica is on a system node, spread or not.
+	spread := len(nodes) == len(systemZones)
+	if d.Annotations["deployment.kubernetes.io/revision"] != "1" {
+		spread = len(nodes) > 0 && len(nodes) <= len(systemZones)
+	}
+	for n := range nodes {
+		spread = spread && strings.HasPrefix(n, "system-")
+	}
+	if err != nil || !spread {
+		t.Errorf("the controller's pods run on %v, want one on each system node on the first rollout, on system nodes after (%v)", sortedKeys(nodes), err)
 	}
 
 	// Every observe-only Object of a pool or class reads what kustomize-controller applied (the
@@ -699,4 +774,143 @@ func holdByNodeClaim(t *testing.T, c *karpenter, claimed *claimedCluster, hold t
 	wait = func() { <-done }
 	t.Cleanup(wait)
 	return wait
+}
+
+// upgradeVersions are the versions the namespaced request walks through against the real Flux:
+// the newest known release of the minor before the newest, then the newest known release.
+func upgradeVersions() (from, to string) {
+	to = versions.All[len(versions.All)-1].Version
+	minor := func(v string) string { return v[:strings.LastIndex(v, ".")] }
+	for _, v := range versions.All {
+		if minor(v.Version) != minor(to) {
+			from = v.Version
+		}
+	}
+	return from, to
+}
+
+// deployedChart is the chart version of a HelmRelease's last release when it is deployed, without
+// the digest helm-controller appends to a chart from an OCIRepository ("" otherwise).
+func deployedChart(hr *unstructured.Unstructured) string {
+	history, _, _ := unstructured.NestedSlice(hr.Object, "status", "history")
+	if len(history) == 0 {
+		return ""
+	}
+	last, _ := history[0].(map[string]any)
+	chart, _ := last["chartVersion"].(string)
+	if last["status"] != "deployed" {
+		return ""
+	}
+	return strings.SplitN(chart, "+", 2)[0]
+}
+
+// upgradedByFlux upgrades a request Ready and installed at one Karpenter version to the version
+// to, with the real Flux: the function changes the controller's Kustomization, source-controller
+// pulls the new chart, helm-controller upgrades the release (CRDs included, CreateReplace), and
+// only once that release is deployed does the function move the node pools to it. Nothing
+// composed is deleted or re-created, nor is the controller's Deployment or a pool in the claimed
+// cluster. A downgrade is then refused and the claimed cluster keeps the new release.
+func upgradedByFlux(t *testing.T, c *karpenter, claimed *claimedCluster, to string) {
+	t.Helper()
+	ctx := t.Context()
+	start := time.Now()
+	ns, _, _ := unstructured.NestedString(platformInput(t, c.api), "podIdentity", "namespace")
+	before, _ := c.composed()
+	from := builtFor(before["controller-kustomization"])
+	releases := claimed.dyn.Resource(helmReleaseGVR).Namespace(ns)
+	deployments := claimed.kube.AppsV1().Deployments(ns)
+	deployment, err := deployments.Get(ctx, "karpenter", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("no controller Deployment before the upgrade: %v", err)
+	}
+	pools, err := claimed.dyn.Resource(nodePoolGVR).List(ctx, metav1.ListOptions{})
+	if err != nil || len(pools.Items) == 0 {
+		t.Fatalf("no NodePool in %s before the upgrade (%v)", claimed.name, err)
+	}
+
+	// Every second, until the pools move: when helm-controller deployed the new chart, and when
+	// the function moved the node pools' Kustomization to it.
+	var deployedAt, poolsAt time.Time
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		for poolsAt.IsZero() && ctx.Err() == nil && time.Since(start) < 10*time.Minute {
+			if hr, err := releases.Get(ctx, "karpenter", metav1.GetOptions{}); err == nil && deployedAt.IsZero() && deployedChart(hr) == to {
+				deployedAt = time.Now()
+			}
+			if got, err := composedOf(ctx, cp, c.xr); err == nil && got["nodes-kustomization"] != nil && builtFor(got["nodes-kustomization"]) == to {
+				poolsAt = time.Now()
+			}
+			time.Sleep(time.Second)
+		}
+	}()
+	u := c.get()
+	_ = unstructured.SetNestedField(u.Object, to, "spec", "version")
+	if err := c.update(u); err != nil {
+		t.Fatalf("cannot upgrade to %s: %v", to, err)
+	}
+	c.waitBuiltFor("controller-kustomization", to, 3*time.Minute)
+	c.waitBuiltFor("nodes-kustomization", to, 8*time.Minute)
+	<-watched
+	switch {
+	case deployedAt.IsZero():
+		t.Errorf("the node pools moved to %s before helm-controller had deployed its chart", to)
+	case deployedAt.After(poolsAt):
+		t.Errorf("the node pools moved to %s %.0fs before helm-controller had deployed its chart", to, deployedAt.Sub(poolsAt).Seconds())
+	}
+	c.waitCondition("VersionReady", "True", 3*time.Minute, "Karpenter "+to)
+	c.waitCondition("Ready", "True", 3*time.Minute)
+	t.Logf("upgraded %s → %s by the real Flux in %.0fs: chart deployed after %.0fs, node pools moved after %.0fs",
+		from, to, time.Since(start).Seconds(), deployedAt.Sub(start).Seconds(), poolsAt.Sub(start).Seconds())
+
+	hr, err := releases.Get(ctx, "karpenter", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	history, _, _ := unstructured.NestedSlice(hr.Object, "status", "history")
+	var charts []string
+	for _, h := range history {
+		m, _ := h.(map[string]any)
+		chart, _ := m["chartVersion"].(string)
+		charts = append(charts, fmt.Sprintf("%s %v", strings.SplitN(chart, "+", 2)[0], m["status"]))
+	}
+	if want := []string{to + " deployed", from + " superseded"}; !slices.Equal(charts, want) {
+		t.Errorf("HelmRelease %s/karpenter history %v, want %v: one upgrade of the release", ns, charts, want)
+	}
+	after, _ := c.composed()
+	checkSurvived(t, "by the upgrade", before, after)
+	if d, err := deployments.Get(ctx, "karpenter", metav1.GetOptions{}); err != nil || d.UID != deployment.UID {
+		t.Errorf("the controller's Deployment was re-created or lost by the upgrade (%v)", err)
+	}
+	for _, p := range pools.Items {
+		if got, err := claimed.dyn.Resource(nodePoolGVR).Get(ctx, p.GetName(), metav1.GetOptions{}); err != nil || got.GetUID() != p.GetUID() {
+			t.Errorf("NodePool %s was re-created or lost by the upgrade (%v)", p.GetName(), err)
+		}
+	}
+	installedByFlux(t, c, claimed)
+
+	// Back to from: refused at spec.version, and the claimed cluster keeps to's release.
+	u = c.get()
+	_ = unstructured.SetNestedField(u.Object, from, "spec", "version")
+	if err := c.update(u); err != nil {
+		t.Fatalf("cannot change the request: %v", err)
+	}
+	c.waitCondition("Accepted", "False", time.Minute, "spec.version: Forbidden: a downgrade from "+to)
+	time.Sleep(10 * time.Second)
+	refused, _ := c.composed()
+	for _, n := range []string{"controller-kustomization", "nodes-kustomization"} {
+		if v := builtFor(refused[n]); v != to {
+			t.Errorf("after a refused downgrade %s carries %q, want %s", n, v, to)
+		}
+	}
+	if hr, err := releases.Get(ctx, "karpenter", metav1.GetOptions{}); err != nil || deployedChart(hr) != to {
+		t.Errorf("after a refused downgrade the claimed cluster's release is not %s deployed (%v)", to, err)
+	}
+	// The request goes back to the version it runs, as a tenant would, before it is deleted.
+	u = c.get()
+	_ = unstructured.SetNestedField(u.Object, to, "spec", "version")
+	if err := c.update(u); err != nil {
+		t.Fatalf("cannot change the request: %v", err)
+	}
+	c.waitCondition("Ready", "True", 3*time.Minute)
 }

@@ -72,8 +72,9 @@ func Nodes(c *config.Config, v versions.Version) (map[resource.Name]runtime.Obje
 }
 
 // inObject wraps a Kustomization in the Object that applies it to the
-// claimed cluster. The Object is Ready when the Kustomization's own Ready
-// condition is True, and deleting it deletes the Kustomization and waits
+// claimed cluster. The Object is Ready once Flux has acted on the
+// Kustomization's current generation and found it Ready (cluster.Reconciled),
+// and deleting it deletes the Kustomization and waits
 // until it is gone: until Flux has deleted what it applied.
 func inObject(c *config.Config, name resource.Name, k *kustomizev1.Kustomization) (map[resource.Name]runtime.Object, error) {
 	o, err := cluster.Object(c, k, cluster.Reconciled)
