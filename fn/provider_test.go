@@ -80,9 +80,14 @@ func (p fakeProviders) created(desired map[string]any, ready bool) map[string]an
 			manifest["status"] = map[string]any{"nodes": 2, "resources": map[string]any{"cpu": "8", "memory": "32Gi", "pods": "220"}}
 		case "Kustomization":
 			// The API server counts generations; Flux reports the one it
-			// reconciled.
+			// reconciled, and stamps each condition with the generation it
+			// was marked at (fluxcd/pkg/runtime conditions.Set).
 			manifest["metadata"].(map[string]any)["generation"] = int64(1)
-			manifest["status"] = map[string]any{"conditions": fluxConditions(ready, "Progressing", "Reconciliation in progress")}
+			conds := fluxConditions(ready, "Progressing", "Reconciliation in progress")
+			for _, c := range conds {
+				c.(map[string]any)["observedGeneration"] = int64(1)
+			}
+			manifest["status"] = map[string]any{"conditions": conds}
 			if ready {
 				manifest["status"].(map[string]any)["observedGeneration"] = int64(1)
 			}

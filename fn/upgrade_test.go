@@ -270,14 +270,22 @@ func controllerValues(t *testing.T, rsp *fnv1.RunFunctionResponse) map[string]an
 	for _, k := range []string{"spec", "forProvider", "manifest", "spec"} {
 		o, _ = o[k].(map[string]any)
 	}
+	// The values patch is the one with a target (the other, internal/flux's helmReleaseMustExist,
+	// is the HelmRelease's identity alone).
 	patches, _ := o["patches"].([]any)
-	if len(patches) != 1 {
-		t.Fatalf("controller Kustomization patches %v, want one", patches)
+	var targeted []map[string]any
+	for _, p := range patches {
+		if p, _ := p.(map[string]any); p["target"] != nil {
+			targeted = append(targeted, p)
+		}
+	}
+	if len(patches) != 2 || len(targeted) != 1 {
+		t.Fatalf("controller Kustomization patches %v, want the values patch and the HelmRelease's identity", patches)
 	}
 	var ops []struct {
 		Value map[string]any `json:"value"`
 	}
-	if err := yamlUnmarshal(patches[0].(map[string]any)["patch"].(string), &ops); err != nil || len(ops) != 1 {
+	if err := yamlUnmarshal(targeted[0]["patch"].(string), &ops); err != nil || len(ops) != 1 {
 		t.Fatalf("cannot read the values patch: %v", err)
 	}
 	return ops[0].Value

@@ -42,13 +42,19 @@ const (
 const PodSucceeded = `object.status.phase == 'Succeeded'`
 
 // ReconciledQuery is Reconciled's query on the observed object: its
-// controller's observedGeneration is its generation and its Ready condition
-// is True. Each has() guards a field an object just created lacks, which
-// would otherwise fail the evaluation (provider-kubernetes reports that as
-// the Object's Ready message).
+// controller's observedGeneration is its generation, and so is its Ready
+// condition's, which is True. The condition's own generation matters for a
+// suspended Kustomization: kustomize-controller v1.9.3 then skips the
+// reconciliation yet still sets status.observedGeneration to the new
+// generation while Ready is True from before (finalizeStatus), but only a
+// condition it marks carries the new one (fluxcd/pkg/runtime
+// conditions.Set). Each has() guards a field an object just created lacks,
+// which would otherwise fail the evaluation (provider-kubernetes reports
+// that as the Object's Ready message).
 const ReconciledQuery = `has(object.status) && has(object.status.observedGeneration) && ` +
 	`object.status.observedGeneration == object.metadata.generation && has(object.status.conditions) && ` +
-	`object.status.conditions.exists(c, c.type == 'Ready' && c.status == 'True')`
+	`object.status.conditions.exists(c, c.type == 'Ready' && c.status == 'True' && ` +
+	`has(c.observedGeneration) && c.observedGeneration == object.metadata.generation)`
 
 // AccessCheckPod is the prefix of the access-check Pod's name, which ends
 // in a digest of what it checks: see PodName.

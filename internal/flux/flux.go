@@ -99,9 +99,23 @@ func ControllerManifest(c *config.Config, v versions.Version) (*kustomizev1.Kust
 	k.Spec.Patches = []kustomize.Patch{{
 		Patch:  string(values),
 		Target: &kustomize.Selector{Group: helmGroup, Version: helmVersion, Kind: "HelmRelease", Name: HelmReleaseName},
+	}, {
+		Patch: helmReleaseMustExist,
 	}}
 	return k, nil
 }
+
+// helmReleaseMustExist is a strategic merge patch of the HelmRelease's
+// identity alone: it changes nothing, and fails the build of a base that
+// lacks the HelmRelease. The values patch cannot: kustomize applies a JSON
+// 6902 patch to every resource its target selects and to none without an
+// error (sigs.k8s.io/kustomize/api v0.21.1, which kustomize-controller
+// v1.9.3 builds with: internal/builtins/PatchTransformer.go,
+// transformJson6902), so a base whose HelmRelease is renamed would install
+// Karpenter with none of the claim's values, or nothing, and the
+// Kustomization would still be Ready. A strategic merge patch without a
+// target fails when no resource has its identity (transformStrategicMerge).
+var helmReleaseMustExist = fmt.Sprintf("apiVersion: %s/%s\nkind: HelmRelease\nmetadata:\n  name: %s\n", helmGroup, helmVersion, HelmReleaseName)
 
 // NodesManifest is the Kustomization of the node pools, built for the
 // controller of Karpenter v (which it records as KARPENTER_VERSION, so an

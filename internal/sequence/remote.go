@@ -16,8 +16,11 @@ type Remote struct {
 	// controller reports none.
 	Generation         int64
 	ObservedGeneration *int64
-	// Ready is its own Ready condition, as its controller wrote it.
-	Ready xpv1.Condition
+	// Ready is its own Ready condition, as its controller wrote it;
+	// ReadyGeneration the generation that condition is of, nil when it says
+	// none.
+	Ready           xpv1.Condition
+	ReadyGeneration *int64
 	// Spec is its spec as the claimed cluster returns it, defaults
 	// included.
 	Spec map[string]any
@@ -42,15 +45,27 @@ func RemoteOf(r *composed.Unstructured) (Remote, bool) {
 		rm.ObservedGeneration = &g
 	}
 	rm.Ready = conditionIn(rs, xpv1.TypeReady)
+	conditions, _ := rs["conditions"].([]any)
+	for _, c := range conditions {
+		if m, _ := c.(map[string]any); m["type"] == string(xpv1.TypeReady) {
+			if g, ok := integer(m["observedGeneration"]); ok {
+				rm.ReadyGeneration = &g
+			}
+		}
+	}
 	return rm, true
 }
 
 // Behind says why the claimed cluster has not yet acted on the manifest
 // desired of an Object, or "" when it has: the object there holds every
 // field of the desired manifest's spec and, where its controller reports
-// which generation it acted on, that is the current one. An Object's own
-// Ready only says the object there is Ready, which it still is for a
-// moment after a change, for the generation before it.
+// which generation it acted on (in its status, or on its Ready condition),
+// that is the current one. An Object's own Ready says what its readiness
+// policy says: for a Kustomization the same (cluster.Reconciled), for
+// other objects only that the object there is Ready, which it may still be
+// for a moment after a change, for the generation before it. A suspended
+// Kustomization gets the new generation in its status without being acted
+// on; only its Ready condition keeps the old one.
 func Behind(desired, observed *composed.Unstructured) string {
 	want, _ := desired.GetValue("spec.forProvider.manifest.spec")
 	rm, ok := RemoteOf(observed)
@@ -61,6 +76,8 @@ func Behind(desired, observed *composed.Unstructured) string {
 		return fmt.Sprintf("the claimed cluster's %s does not hold the change yet", rm.Kind)
 	case rm.ObservedGeneration != nil && *rm.ObservedGeneration != rm.Generation:
 		return fmt.Sprintf("the claimed cluster's %s is at generation %d, its controller acted on %d", rm.Kind, rm.Generation, *rm.ObservedGeneration)
+	case rm.ReadyGeneration != nil && *rm.ReadyGeneration != rm.Generation:
+		return fmt.Sprintf("the claimed cluster's %s is at generation %d, its Ready condition is of %d", rm.Kind, rm.Generation, *rm.ReadyGeneration)
 	}
 	return ""
 }

@@ -3,6 +3,7 @@ package flux
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"io/fs"
 	"maps"
@@ -153,8 +154,22 @@ func delivered(t *testing.T, o runtime.Object) *kustomizev1.Kustomization {
 
 func fluxBuild(t *testing.T, k *kustomizev1.Kustomization) []*unstructured.Unstructured {
 	t.Helper()
+	objs, err := fluxBuildOf(t, k, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return objs
+}
+
+// fluxBuildOf is fluxBuild over a copy of the shipped base that edit (if not nil) changes first,
+// given the copy's root; it returns the error kustomize's build or the substitution fails with.
+func fluxBuildOf(t *testing.T, k *kustomizev1.Kustomization, edit func(base string)) ([]*unstructured.Unstructured, error) {
+	t.Helper()
 	work := t.TempDir()
 	copyTree(t, filepath.Join(repoRoot, filepath.FromSlash(gitopsBase)), filepath.Join(work, filepath.FromSlash(gitopsBase)))
+	if edit != nil {
+		edit(filepath.Join(work, filepath.FromSlash(gitopsBase)))
+	}
 
 	path := filepath.Clean(filepath.FromSlash(k.Spec.Path))
 	if !strings.HasPrefix(path, filepath.FromSlash(gitopsBase)+string(filepath.Separator)) {
@@ -172,7 +187,7 @@ func fluxBuild(t *testing.T, k *kustomizev1.Kustomization) []*unstructured.Unstr
 	}
 	m, err := kustomize.SecureBuild(work, dir, false)
 	if err != nil {
-		t.Fatalf("kustomize build of %s failed: %v", k.Name, err)
+		return nil, fmt.Errorf("kustomize build of %s failed: %w", k.Name, err)
 	}
 	for _, res := range m.Resources() {
 		if res.GetName() == "" || res.GetKind() == "" || res.GetApiVersion() == "" {
@@ -184,7 +199,7 @@ func fluxBuild(t *testing.T, k *kustomizev1.Kustomization) []*unstructured.Unstr
 		out, err := kustomize.SubstituteVariables(context.Background(), nil, obj, res,
 			kustomize.SubstituteWithDryRun(true), kustomize.SubstituteWithStrict(true))
 		if err != nil {
-			t.Fatalf("%s: post build of %s failed: %v", k.Name, res.GetName(), err)
+			return nil, fmt.Errorf("%s: post build of %s failed: %w", k.Name, res.GetName(), err)
 		}
 		if out != nil {
 			if _, err := m.Replace(res); err != nil {
@@ -216,7 +231,7 @@ func fluxBuild(t *testing.T, k *kustomizev1.Kustomization) []*unstructured.Unstr
 			}
 		}
 	}
-	return objs
+	return objs, nil
 }
 
 // decodeObjects splits a multi-document YAML stream into objects.

@@ -2,10 +2,14 @@ package flux
 
 import (
 	"maps"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	"github.com/fluxcd/pkg/apis/kustomize"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	eks "github.com/upbound/provider-aws/v2/apis/cluster/eks/v1beta1"
@@ -19,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
 
 	"github.com/do-now/function-karpenter/internal/awsres"
 	"github.com/do-now/function-karpenter/internal/config"
@@ -349,4 +354,46 @@ func renderChart(t *testing.T, c *chart.Chart, values map[string]any, namespace 
 		objs = append(objs, decodeObjects(t, []byte(manifests[name]))...)
 	}
 	return objs
+}
+
+// TestControllerBaseWithoutTheHelmRelease: a platform base whose HelmRelease
+// is not the one the values patch targets fails the controller Kustomization's
+// build, as kustomize-controller would report it, instead of installing
+// Karpenter without the claim's values. Without the function's identity patch
+// the same build succeeds, the HelmRelease's values left empty: kustomize
+// applies a JSON 6902 patch to no resource without an error.
+func TestControllerBaseWithoutTheHelmRelease(t *testing.T) {
+	k := controllerKustomization(t, load(t, nil, nil))
+	renamed := func(base string) {
+		file := filepath.Join(base, "controller", "helmrelease.yaml")
+		var hr map[string]any
+		readYAML(t, file, &hr)
+		hr["metadata"].(map[string]any)["name"] = "karpenter-controller"
+		b, err := yaml.Marshal(hr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(file, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := fluxBuildOf(t, k, renamed)
+	if err == nil || !strings.Contains(err.Error(), "HelmRelease") || !strings.Contains(err.Error(), flux.HelmReleaseName) {
+		t.Fatalf("the build over a base whose HelmRelease is renamed: %v, want it to fail naming HelmRelease %s", err, flux.HelmReleaseName)
+	}
+	t.Logf("over a base whose HelmRelease is renamed: %v", err)
+
+	valuesOnly := k.DeepCopy()
+	valuesOnly.Spec.Patches = slices.DeleteFunc(valuesOnly.Spec.Patches, func(p kustomize.Patch) bool { return p.Target == nil })
+	if len(valuesOnly.Spec.Patches) != 1 {
+		t.Fatalf("want the values patch alone, with a target, got %v", valuesOnly.Spec.Patches)
+	}
+	built, err := fluxBuildOf(t, valuesOnly, renamed)
+	if err != nil {
+		t.Fatalf("the values patch alone over the renamed base: %v, want kustomize to apply it to nothing", err)
+	}
+	hr := byKindName(built)["HelmRelease/karpenter-controller"]
+	if values, _, _ := unstructured.NestedMap(hr.Object, "spec", "values"); hr == nil || len(values) != 0 {
+		t.Errorf("the values patch alone over the renamed base: HelmRelease %v, want it built with the base's empty values", hr)
+	}
 }

@@ -5,6 +5,7 @@ go 1.26.8
 require (
 	github.com/do-now/function-karpenter v0.0.0-00010101000000-000000000000
 	github.com/fluxcd/kustomize-controller/api v1.7.0
+	github.com/fluxcd/pkg/apis/kustomize v1.13.0
 	github.com/fluxcd/pkg/apis/meta v1.21.0
 	github.com/fluxcd/pkg/kustomize v1.23.0
 	github.com/google/cel-go v0.27.0
@@ -46,7 +47,6 @@ require (
 	github.com/evanphx/json-patch/v5 v5.9.11 // indirect
 	github.com/fatih/camelcase v1.0.0 // indirect
 	github.com/fatih/color v1.18.0 // indirect
-	github.com/fluxcd/pkg/apis/kustomize v1.13.0 // indirect
 	github.com/fluxcd/pkg/envsubst v1.5.0 // indirect
 	github.com/fluxcd/pkg/sourceignore v0.15.0 // indirect
 	github.com/fsnotify/fsnotify v1.9.0 // indirect
