@@ -428,8 +428,9 @@ func (c *claimedCluster) remote(ctx context.Context, o *unstructured.Unstructure
 // observed manifest is the claimed cluster's object (same UID), helm-controller installed the
 // chart (its controller Available on the system nodes), kustomize-controller applied the pools,
 // which Karpenter's CRDs admitted and the observe-only Objects read back. The namespaced XR
-// first meets prod-us without its Flux source, which kustomize-controller reports and the XR
-// shows until the source is back (withoutSource); once installed, it is upgraded a minor, helm-controller upgrading the chart before the pools move, and a
+// first meets prod-us without its Flux source, then with a base whose HelmRelease is not the one
+// its patches target, which kustomize-controller reports and the XR shows until the base is
+// right (brokenSource); once installed, it is upgraded a minor, helm-controller upgrading the chart before the pools move, and a
 // downgrade is refused (upgradedByFlux). Uninstalled, the claimed cluster holds nothing of the
 // request. The claim's walk goes through
 // the faults of claimedFaults: prod-eu's API server unreachable for a minute, provider-kubernetes
@@ -478,7 +479,7 @@ func TestRealProviderKubernetes(t *testing.T) {
 				onProdUS(u)
 				_ = unstructured.SetNestedField(u.Object, from, "spec", "version")
 			})
-			testRealProviderKubernetes(t, c, claimed["prod-us"], nil, withoutSource(t, c, claimed["prod-us"], base))
+			testRealProviderKubernetes(t, c, claimed["prod-us"], nil, brokenSource(t, c, claimed["prod-us"], base))
 			return
 		}
 		testRealProviderKubernetes(t, newKarpenter(t, a, "team-a", "karpenter", "prod-eu"), claimed["prod-eu"],

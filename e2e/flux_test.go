@@ -111,14 +111,32 @@ func serveGitOpsBase(dir string) (*gitOpsBase, error) {
 		return b, err
 	}
 	root := filepath.Join(dir, "git")
+	run := func(args ...string) error {
+		if out, err := exec.Command(git, args...).CombinedOutput(); err != nil {
+			return fmt.Errorf("git %s: %v: %s", strings.Join(args, " "), err, out)
+		}
+		return nil
+	}
+	commit := []string{"-C", work, "-c", "user.name=e2e", "-c", "user.email=e2e@127.0.0.1", "commit", "-q", "-a", "-m"}
 	for _, args := range [][]string{
 		{"-C", work, "init", "-q", "-b", "main"},
 		{"-C", work, "add", "-A"},
-		{"-C", work, "-c", "user.name=e2e", "-c", "user.email=e2e@127.0.0.1", "commit", "-q", "-m", "the GitOps base"},
+		append(commit, "the GitOps base"),
+		{"-C", work, "checkout", "-q", "-b", renamedBranch},
+	} {
+		if err := run(args...); err != nil {
+			return b, err
+		}
+	}
+	if err := renameHelmRelease(filepath.Join(work, "examples", "gitops", "controller", "helmrelease.yaml")); err != nil {
+		return b, err
+	}
+	for _, args := range [][]string{
+		append(commit, "the HelmRelease renamed"),
 		{"clone", "-q", "--bare", work, filepath.Join(root, "platform.git")},
 	} {
-		if out, err := exec.Command(git, args...).CombinedOutput(); err != nil {
-			return b, fmt.Errorf("git %s: %v: %s", strings.Join(args, " "), err, out)
+		if err := run(args...); err != nil {
+			return b, err
 		}
 	}
 	srv := httptest.NewServer(&cgi.Handler{Path: git, Args: []string{"http-backend"},
@@ -126,6 +144,23 @@ func serveGitOpsBase(dir string) (*gitOpsBase, error) {
 	b.servers = append(b.servers, srv)
 	b.repoURL = srv.URL + "/platform.git"
 	return b, nil
+}
+
+// renamedBranch is the branch of the served base whose HelmRelease has another name than the one
+// the function's values patch targets: a platform's base that drifted from the function.
+const renamedBranch = "helmrelease-renamed"
+
+// renameHelmRelease renames the HelmRelease of the base's file.
+func renameHelmRelease(file string) error {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return err
+	}
+	const name = "metadata:\n  name: karpenter\n"
+	if !bytes.Contains(b, []byte(name)) {
+		return fmt.Errorf("%s holds no HelmRelease named karpenter", file)
+	}
+	return os.WriteFile(file, bytes.Replace(b, []byte(name), []byte("metadata:\n  name: karpenter-renamed\n"), 1), 0o644)
 }
 
 // pointAtRegistry rewrites the base's OCIRepository (file) to pull from the registry at host:
@@ -417,15 +452,18 @@ func gitRepository(input map[string]any, base *gitOpsBase) (*unstructured.Unstru
 	}}, nil
 }
 
-// withoutSource deletes the claimed cluster's Flux source (the GitRepository the input names)
+// brokenSource deletes the claimed cluster's Flux source (the GitRepository the input names)
 // before the request's Kustomizations are applied, as on a cluster whose platform source is
 // missing, and returns what to do once the controller's Kustomization is composed: wait until
 // the real kustomize-controller reports it failing (Ready=False, ArtifactFailed) and the
 // request's ControllerReady condition carries that report word for word, with nothing of the
-// steps after it composed; then put the source back. kustomize-controller acts on the source's
-// artifact at once (v1.9.3 internal/controller/kustomization_manager.go watches the sources its
+// steps after it composed; then put the source back, at the branch whose HelmRelease is renamed
+// (renamedBranch): kustomize-controller's build fails on the function's patches (the values
+// patch's target is missing: internal/flux helmReleaseMustExist), which the request shows the
+// same way; then at the base's own branch. kustomize-controller acts on a source's new artifact
+// at once (v1.9.3 internal/controller/kustomization_manager.go watches the sources its
 // Kustomizations name), and the walk goes on.
-func withoutSource(t *testing.T, c *karpenter, claimed *claimedCluster, base *gitOpsBase) (atController func()) {
+func brokenSource(t *testing.T, c *karpenter, claimed *claimedCluster, base *gitOpsBase) (atController func()) {
 	t.Helper()
 	ctx := t.Context()
 	input := platformInput(t, c.api)
@@ -445,28 +483,47 @@ func withoutSource(t *testing.T, c *karpenter, claimed *claimedCluster, base *gi
 	}
 	return func() {
 		t.Helper()
-		start := time.Now()
-		resources, _ := c.composed()
-		var reported map[string]any
-		c.wait(3*time.Minute, "kustomize-controller to report the controller's Kustomization failing", func() (bool, error) {
-			k, err := claimed.remote(ctx, resources["controller-kustomization"])
-			if err != nil || k == nil {
-				return false, nil
-			}
-			reported = condition(k, "Ready")
-			return reported != nil && reported["status"] == "False" && reported["reason"] == "ArtifactFailed", nil
-		})
-		msg, _ := reported["message"].(string)
-		cond := c.waitCondition("ControllerReady", "False", 2*time.Minute,
-			"controller-kustomization: Kustomization Ready=False (ArtifactFailed): "+msg)
-		if got, _ := c.composed(); got["nodes-kustomization"] != nil || got["monitoring-kustomization"] != nil {
-			t.Error("with the controller's Kustomization failing, the steps after it were composed")
+		kustomizationFailing(t, c, claimed, "the source missing", "ArtifactFailed")
+		renamed := source.DeepCopy()
+		_ = unstructured.SetNestedField(renamed.Object, renamedBranch, "spec", "ref", "branch")
+		if err := claimed.apply(ctx, renamed); err != nil {
+			t.Fatal(err)
 		}
-		t.Logf("the source missing: kustomize-controller reports %q; ControllerReady=False after %.0fs: %v", msg, time.Since(start).Seconds(), cond["message"])
+		msg := kustomizationFailing(t, c, claimed, "the base's HelmRelease renamed", "BuildFailed")
+		if !strings.Contains(msg, "HelmRelease") || !strings.Contains(msg, "karpenter") {
+			t.Errorf("the build over the renamed HelmRelease failed, but not on the HelmRelease karpenter: %s", msg)
+		}
 		if err := claimed.apply(ctx, source); err != nil {
 			t.Fatal(err)
 		}
 	}
+}
+
+// kustomizationFailing waits until the real kustomize-controller reports c's controller Kustomization
+// Ready=False for reason, and the request's ControllerReady condition carries that report word
+// for word, with nothing of the steps after it composed. It returns the report's message.
+func kustomizationFailing(t *testing.T, c *karpenter, claimed *claimedCluster, what, reason string) string {
+	t.Helper()
+	start := time.Now()
+	resources, _ := c.composed()
+	var reported map[string]any
+	c.wait(3*time.Minute, "kustomize-controller to report the controller's Kustomization "+reason, func() (bool, error) {
+		k, err := claimed.remote(t.Context(), resources["controller-kustomization"])
+		if err != nil || k == nil {
+			return false, nil
+		}
+		reported = condition(k, "Ready")
+		return reported != nil && reported["status"] == "False" && reported["reason"] == reason, nil
+	})
+	msg, _ := reported["message"].(string)
+	cond := c.waitCondition("ControllerReady", "False", 2*time.Minute,
+		"controller-kustomization: Kustomization Ready=False ("+reason+"): "+msg)
+	want := throughStep(slices.IndexFunc(steps, func(s step) bool { return s.condition == "ControllerReady" }))
+	if got, _ := c.composed(); !equalSets(sortedKeys(got), want) {
+		t.Errorf("%s, the controller's Kustomization failing: composed %v, want exactly the steps through it %v", what, sortedKeys(got), want)
+	}
+	t.Logf("%s: kustomize-controller reports %q; ControllerReady=False after %.0fs: %v", what, msg, time.Since(start).Seconds(), cond["message"])
+	return msg
 }
 
 // karpenter stands in for Karpenter's controller, which runs in the claimed cluster (its
@@ -828,35 +885,54 @@ func upgradedByFlux(t *testing.T, c *karpenter, claimed *claimedCluster, to stri
 		t.Fatalf("no NodePool in %s before the upgrade (%v)", claimed.name, err)
 	}
 
-	// Every second, until the pools move: when helm-controller deployed the new chart, and when
-	// the function moved the node pools' Kustomization to it.
+	// Every second until the pools have moved, one read of the HelmRelease then one of the
+	// composed resources: when helm-controller had deployed the new chart, when the function had
+	// moved the node pools' Kustomization, and whether one read saw the chart deployed and then
+	// the pools not yet moved. Both only ever go one way, so that read proves the order.
 	var deployedAt, poolsAt time.Time
-	watched := make(chan struct{})
+	var inOrder bool
+	stop, watched := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(watched)
-		for poolsAt.IsZero() && ctx.Err() == nil && time.Since(start) < 10*time.Minute {
-			if hr, err := releases.Get(ctx, "karpenter", metav1.GetOptions{}); err == nil && deployedAt.IsZero() && deployedChart(hr) == to {
+		for poolsAt.IsZero() {
+			hr, err := releases.Get(ctx, "karpenter", metav1.GetOptions{})
+			deployed := err == nil && deployedChart(hr) == to
+			if deployed && deployedAt.IsZero() {
 				deployedAt = time.Now()
 			}
-			if got, err := composedOf(ctx, cp, c.xr); err == nil && got["nodes-kustomization"] != nil && builtFor(got["nodes-kustomization"]) == to {
+			got, err := composedOf(ctx, cp, c.xr)
+			moved := err == nil && got["nodes-kustomization"] != nil && builtFor(got["nodes-kustomization"]) == to
+			switch {
+			case moved:
 				poolsAt = time.Now()
+			case deployed:
+				inOrder = true
 			}
-			time.Sleep(time.Second)
+			select {
+			case <-stop:
+				return
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Second):
+			}
 		}
 	}()
 	u := c.get()
 	_ = unstructured.SetNestedField(u.Object, to, "spec", "version")
 	if err := c.update(u); err != nil {
+		close(stop)
 		t.Fatalf("cannot upgrade to %s: %v", to, err)
 	}
 	c.waitBuiltFor("controller-kustomization", to, 3*time.Minute)
 	c.waitBuiltFor("nodes-kustomization", to, 8*time.Minute)
+	close(stop)
 	<-watched
 	switch {
-	case deployedAt.IsZero():
-		t.Errorf("the node pools moved to %s before helm-controller had deployed its chart", to)
-	case deployedAt.After(poolsAt):
-		t.Errorf("the node pools moved to %s %.0fs before helm-controller had deployed its chart", to, deployedAt.Sub(poolsAt).Seconds())
+	case poolsAt.IsZero() || deployedAt.IsZero():
+		t.Errorf("the watch saw the chart deployed at %v and the pools moved at %v: want both", deployedAt, poolsAt)
+	case !inOrder:
+		t.Errorf("no read saw %s's chart deployed before the node pools moved to it (deployed %.0fs, moved %.0fs after the change)",
+			to, deployedAt.Sub(start).Seconds(), poolsAt.Sub(start).Seconds())
 	}
 	c.waitCondition("VersionReady", "True", 3*time.Minute, "Karpenter "+to)
 	c.waitCondition("Ready", "True", 3*time.Minute)
@@ -895,7 +971,9 @@ func upgradedByFlux(t *testing.T, c *karpenter, claimed *claimedCluster, to stri
 	if err := c.update(u); err != nil {
 		t.Fatalf("cannot change the request: %v", err)
 	}
-	c.waitCondition("Accepted", "False", time.Minute, "spec.version: Forbidden: a downgrade from "+to)
+	// Three minutes: with Crossplane's watch circuit breaker open for this XR (many composed
+	// resources), its change may wait for the breaker's periodic event or the function's requeue.
+	c.waitCondition("Accepted", "False", 3*time.Minute, "spec.version: Forbidden: a downgrade from "+to)
 	time.Sleep(10 * time.Second)
 	refused, _ := c.composed()
 	for _, n := range []string{"controller-kustomization", "nodes-kustomization"} {
@@ -906,11 +984,13 @@ func upgradedByFlux(t *testing.T, c *karpenter, claimed *claimedCluster, to stri
 	if hr, err := releases.Get(ctx, "karpenter", metav1.GetOptions{}); err != nil || deployedChart(hr) != to {
 		t.Errorf("after a refused downgrade the claimed cluster's release is not %s deployed (%v)", to, err)
 	}
-	// The request goes back to the version it runs, as a tenant would, before it is deleted.
+	// The request goes back to the version it runs, as a tenant would, before it is deleted. (A
+	// refusal leaves Ready as it was: what changes back is Accepted.)
 	u = c.get()
 	_ = unstructured.SetNestedField(u.Object, to, "spec", "version")
 	if err := c.update(u); err != nil {
 		t.Fatalf("cannot change the request: %v", err)
 	}
+	c.waitCondition("Accepted", "True", 3*time.Minute)
 	c.waitCondition("Ready", "True", 3*time.Minute)
 }

@@ -113,11 +113,13 @@ func forEachAPIAtOnce(t *testing.T, scenario func(*testing.T, *api)) {
 // access-check Pod live in the namespace, so their Objects are composed only once the
 // namespace's Object is Ready. A step beside the others (the monitoring) holds no later step
 // back: its resources appear with the next step's, and only the request's Ready waits for it.
-var steps = []struct {
+type step struct {
 	condition string
 	rounds    [][]string
 	beside    bool
-}{
+}
+
+var steps = []step{
 	{"IdentityAndQueueReady", [][]string{{"controller-role", "controller-role-policy", "interruption-queue", "eks-cluster",
 		"rule-capacity-reservation", "rule-health", "rule-rebalance", "rule-spot-interruption", "rule-state-change"}}, false},
 	{"InterruptionWiringReady", [][]string{{"interruption-queue-policy", "pod-identity-association",

@@ -96,9 +96,10 @@ e2e-tools: $(E2E_BINARIES) ## Build the end-to-end control plane binaries (cache
 
 # --- the suite ---------------------------------------------------------------------------------
 # The function is rebuilt from the working tree every run as its package builds it
-# (FUNCTION_GO_BUILD, hack/package.mk), which Go's build cache makes cheap. The suite's packages
-# are compiled once by go vet before the shards start, which would otherwise each compile them at
-# once (a cold cache's three concurrent compiles of the same ~500 packages).
+# (FUNCTION_GO_BUILD, hack/package.mk), which Go's build cache makes cheap. go vet compiles the
+# suite's dependencies once before the shards start, which would otherwise each compile them at
+# once (a cold cache's three concurrent compiles of the same ~500 packages); each shard still
+# compiles the suite's own package and links it.
 # The CRDs come from module zips, located in the Go module cache (downloaded if missing):
 # provider-aws at the version the main go.mod requires, provider-kubernetes at the version
 # hack/tools.mk names, Crossplane's from its wrapper module. Crossplane's cluster holds no Flux
@@ -113,7 +114,7 @@ E2E_FUNCTION := $(CACHE)/e2e/function
 # (Cold, the first shard was the longest by ten minutes: TestDeletion moved to the last.)
 E2E_SHARDS := '^(TestFaults|TestTwoClusters)$$' \
   '^(TestLoad|TestRealProviderKubernetes|TestUpgrade|TestOneKarpenterPerCluster)$$'
-# A shard's go test timeout: the longest shard takes about 25 minutes on a 2-core machine
+# A shard's go test timeout: the longest shard takes about 31 minutes on a 2-core machine
 # (docs/performance.md), the whole suite one after the other about 60; room for a slow day.
 E2E_TIMEOUT ?= 75m
 # Parallel subtests (refusals, one API per cluster) wait on the control plane, not on a CPU:
