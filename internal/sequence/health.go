@@ -163,6 +163,7 @@ func conditionIn(status map[string]any, t xpv1.ConditionType) xpv1.Condition {
 		if at, err := time.Parse(time.RFC3339, str("lastTransitionTime")); err == nil {
 			c.LastTransitionTime = metav1.NewTime(at)
 		}
+		c.ObservedGeneration, _ = integer(m["observedGeneration"])
 		return c
 	}
 	return xpv1.Condition{Type: t, Status: corev1.ConditionUnknown}

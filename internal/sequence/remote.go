@@ -16,11 +16,10 @@ type Remote struct {
 	// controller reports none.
 	Generation         int64
 	ObservedGeneration *int64
-	// Ready is its own Ready condition, as its controller wrote it;
-	// ReadyGeneration the generation that condition is of, nil when it says
-	// none.
-	Ready           xpv1.Condition
-	ReadyGeneration *int64
+	// Ready is its own Ready condition, as its controller wrote it, with
+	// the generation it is of (ObservedGeneration, 0 when it says none:
+	// generations start at 1).
+	Ready xpv1.Condition
 	// Spec is its spec as the claimed cluster returns it, defaults
 	// included.
 	Spec map[string]any
@@ -45,14 +44,6 @@ func RemoteOf(r *composed.Unstructured) (Remote, bool) {
 		rm.ObservedGeneration = &g
 	}
 	rm.Ready = conditionIn(rs, xpv1.TypeReady)
-	conditions, _ := rs["conditions"].([]any)
-	for _, c := range conditions {
-		if m, _ := c.(map[string]any); m["type"] == string(xpv1.TypeReady) {
-			if g, ok := integer(m["observedGeneration"]); ok {
-				rm.ReadyGeneration = &g
-			}
-		}
-	}
 	return rm, true
 }
 
@@ -76,8 +67,8 @@ func Behind(desired, observed *composed.Unstructured) string {
 		return fmt.Sprintf("the claimed cluster's %s does not hold the change yet", rm.Kind)
 	case rm.ObservedGeneration != nil && *rm.ObservedGeneration != rm.Generation:
 		return fmt.Sprintf("the claimed cluster's %s is at generation %d, its controller acted on %d", rm.Kind, rm.Generation, *rm.ObservedGeneration)
-	case rm.ReadyGeneration != nil && *rm.ReadyGeneration != rm.Generation:
-		return fmt.Sprintf("the claimed cluster's %s is at generation %d, its Ready condition is of %d", rm.Kind, rm.Generation, *rm.ReadyGeneration)
+	case rm.Ready.ObservedGeneration != 0 && rm.Ready.ObservedGeneration != rm.Generation:
+		return fmt.Sprintf("the claimed cluster's %s is at generation %d, its Ready condition is of %d", rm.Kind, rm.Generation, rm.Ready.ObservedGeneration)
 	}
 	return ""
 }
