@@ -34,13 +34,19 @@ import (
 // included. The real provider-kubernetes applies the function's Objects to it through the
 // kubeconfig Secret its ProviderConfig names. What runs in a real claimed cluster and cannot run
 // here is played by standIns, named as stand-ins: Karpenter's cloud side, the kubelet running the
-// final check's script.
+// final check's script, and the kubelet running the access check's script against a stand-in AWS
+// and EKS Pod Identity.
 type claimedCluster struct {
 	name string
 	*controlPlane
-	// finalChecks are the final check's Pods' processes (finalCheckKubelet), by Pod; standIns'
-	// own.
-	finalChecks map[types.UID]*proc
+	// finalChecks are the final check's Pods' processes (finalCheckKubelet), by Pod;
+	// accessChecks the access check's (accessCheckKubelet): standIns' own.
+	finalChecks  map[types.UID]*proc
+	accessChecks map[types.UID]*accessCheckRun
+	// admittedEarly, if set, tells which access check Pods EKS admitted before the Pod Identity
+	// association had propagated (podIdentityEnv). Set before standIns starts; only standIns
+	// calls it.
+	admittedEarly func(*corev1.Pod) bool
 }
 
 var podGVR = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
@@ -53,7 +59,7 @@ func startClaimedCluster(ctx context.Context, name string, base *gitOpsBase) (*c
 	c := &claimedCluster{name: name, controlPlane: &controlPlane{
 		dir: filepath.Join(cp.dir, "claimed-"+name), logDir: filepath.Join(cp.logDir, "claimed-"+name), bins: cp.bins,
 		nodes: true,
-	}, finalChecks: map[types.UID]*proc{}}
+	}, finalChecks: map[types.UID]*proc{}, accessChecks: map[types.UID]*accessCheckRun{}}
 	if err := os.MkdirAll(c.logDir, 0o755); err != nil {
 		return nil, err
 	}
@@ -90,8 +96,8 @@ func startClaimedCluster(ctx context.Context, name string, base *gitOpsBase) (*c
 // kwok changes pods and nodes through Stages (kwok v0.8.0, kwok.x-k8s.io/v1alpha1): its
 // binary holds none, so the suite gives it kwok's own, read in place from its module
 // (E2E_KWOK_STAGES, kustomize/stage): a node initialised Ready; a pod bound to it Running and
-// Ready; a pod deleted, confirmed. A bare Pod that never restarts (the access check's) then
-// ends as its container exits: accessCheckStage.
+// Ready; a pod deleted, confirmed. The access check's Pod then ends as its script does, run by
+// accessCheckKubelet.
 func (c *claimedCluster) startNodes(ctx context.Context) error {
 	bin, stages := os.Getenv("E2E_KWOK"), os.Getenv("E2E_KWOK_STAGES")
 	if bin == "" || stages == "" {
@@ -103,7 +109,7 @@ func (c *claimedCluster) startNodes(ctx context.Context) error {
 		return err
 	}
 	c.procs = append(c.procs, scheduler)
-	config := []string{accessCheckStage}
+	var config []string
 	for _, f := range []string{"node/fast/node-initialize.yaml", "node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
 		"pod/fast/pod-ready.yaml", "pod/fast/pod-delete.yaml"} {
 		b, err := os.ReadFile(filepath.Join(stages, f))
@@ -145,59 +151,6 @@ func (c *claimedCluster) startNodes(ctx context.Context) error {
 // systemZones are the zones, in the cluster's region, of the claimed cluster's system nodes: one
 // node each.
 var systemZones = []string{"a", "b"}
-
-// accessCheckStage is the suite's own kwok Stage for the access check's Pod, whose container
-// runs a script kwok cannot run: a running Pod that never restarts (restartPolicy Never) and
-// belongs to no controller succeeds, its container terminated with exit code 0, as the kubelet
-// reports a finished Pod (podStatus).
-const accessCheckStage = `apiVersion: kwok.x-k8s.io/v1alpha1
-kind: Stage
-metadata:
-  name: access-check-exits
-spec:
-  resourceRef:
-    apiGroup: v1
-    kind: Pod
-  selector:
-    matchExpressions:
-    - key: .metadata.deletionTimestamp
-      operator: DoesNotExist
-    - key: .metadata.ownerReferences
-      operator: DoesNotExist
-    - key: .spec.restartPolicy
-      operator: In
-      values: [Never]
-    - key: .status.phase
-      operator: In
-      values: [Running]
-  next:
-    statusTemplate: |
-      {{ $now := Now }}
-      phase: Succeeded
-      conditions:
-      - type: Ready
-        status: "False"
-        reason: PodCompleted
-        lastTransitionTime: {{ $now | Quote }}
-      - type: ContainersReady
-        status: "False"
-        reason: PodCompleted
-        lastTransitionTime: {{ $now | Quote }}
-      containerStatuses:
-      {{ range .spec.containers }}
-      - name: {{ .name | Quote }}
-        image: {{ .image | Quote }}
-        ready: false
-        started: false
-        restartCount: 0
-        state:
-          terminated:
-            exitCode: 0
-            reason: Completed
-            startedAt: {{ $now | Quote }}
-            finishedAt: {{ $now | Quote }}
-      {{ end }}
-`
 
 // addSystemNode adds a node kwok manages in zone, labelled with the platform's controller
 // nodeSelector and tainted with a NoSchedule taint for each of its controller tolerations (the
@@ -387,12 +340,16 @@ func (c *claimedCluster) standIns(ctx context.Context) {
 	for ctx.Err() == nil {
 		c.karpenter(ctx)
 		c.finalCheckKubelet(ctx)
+		c.accessCheckKubelet(ctx)
 		select {
 		case <-ctx.Done():
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
 	for _, run := range c.finalChecks {
+		run.stop(time.Second)
+	}
+	for _, run := range c.accessChecks {
 		run.stop(time.Second)
 	}
 }
@@ -434,7 +391,9 @@ func (c *claimedCluster) remote(ctx context.Context, o *unstructured.Unstructure
 // downgrade is refused (upgradedByFlux). Uninstalled, the claimed cluster holds nothing of the
 // request. The claim's walk goes through
 // the faults of claimedFaults: prod-eu's API server unreachable for a minute, provider-kubernetes
-// killed, mid-walk, once Ready and mid-uninstall.
+// and Flux's controllers killed, mid-walk (helm-controller mid-install), once Ready and
+// mid-uninstall. The namespaced XR's first access check Pod gets no credentials, and the function
+// retries it (accessCheckRetried).
 func TestRealProviderKubernetes(t *testing.T) {
 	timed(t)
 	ctx := t.Context()
@@ -455,6 +414,11 @@ func TestRealProviderKubernetes(t *testing.T) {
 		}
 		if err := c.connect(ctx); err != nil {
 			t.Fatal(err)
+		}
+		if name == "prod-us" {
+			// The namespaced XR's first access check Pod is admitted before EKS propagated
+			// the Pod Identity association (accessCheckRetried).
+			c.admittedEarly = firstPodOnly()
 		}
 		go c.standIns(ctx)
 		claimed[name] = c
@@ -491,6 +455,8 @@ func TestRealProviderKubernetes(t *testing.T) {
 // called once the controller's Kustomization is composed, and uninstalls it.
 func testRealProviderKubernetes(t *testing.T, c *karpenter, claimed *claimedCluster, faults *claimedFaults, atController func()) {
 	ctx := t.Context()
+	// retried is the access check's Pod that failed without credentials, if any.
+	retried := ""
 	for i, s := range steps {
 		start := time.Now()
 		back := faults.beforeComposed(t, c, i)
@@ -509,6 +475,9 @@ func testRealProviderKubernetes(t *testing.T, c *karpenter, claimed *claimedClus
 		}
 		faults.beforeReady(t, i)
 		c.markReady(aws...)
+		if s.condition == steps[2].condition && claimed.admittedEarly != nil {
+			retried = accessCheckRetried(t, c, claimed)
+		}
 		timeout := 3 * time.Minute
 		if !back.IsZero() {
 			// After a minute of refused watches, kube-controller-manager's and kube-scheduler's
@@ -545,13 +514,21 @@ func testRealProviderKubernetes(t *testing.T, c *karpenter, claimed *claimedClus
 	// to a system node (nodeSelector, tolerations, not on Karpenter's nodes), and kwok ran it;
 	// the final check's Pod, of its Deployment, and the controller's run there.
 	pods, err := claimed.kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
-	if err != nil || len(pods.Items) < 4 {
-		t.Errorf("the claimed cluster %s holds %d Pods, want the access check's, the final check's and the controller's two (%v)", claimed.name, len(pods.Items), err)
+	want := 4
+	if retried != "" {
+		want++
+	}
+	if err != nil || len(pods.Items) < want {
+		t.Errorf("the claimed cluster %s holds %d Pods, want the access check's, the final check's and the controller's two, and the Pod that failed (%v)", claimed.name, len(pods.Items), err)
 	}
 	for _, p := range pods.Items {
 		want := corev1.PodRunning
 		if p.Spec.RestartPolicy == corev1.RestartPolicyNever {
 			want = corev1.PodSucceeded // the access check's
+			if p.Name == retried {
+				want = corev1.PodFailed
+				assertFailedWithoutCredentials(t, &p)
+			}
 		}
 		if !strings.HasPrefix(p.Spec.NodeName, "system-") || p.Status.Phase != want {
 			t.Errorf("%s/%s: on node %q, %s; want bound to a system node and %s", p.Namespace, p.Name, p.Spec.NodeName, p.Status.Phase, want)

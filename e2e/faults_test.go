@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
@@ -220,8 +221,11 @@ func (c *controlPlane) apiserverReady(ctx context.Context, p *proc) error {
 //     composed, and started again a minute later: step 3's Objects cannot be applied, and the
 //     claim's AccessCheckReady says so, naming the Object and the provider's error;
 //   - provider-kubernetes killed as step 4 is composed, started again 10 seconds later;
-//   - with the request Ready, both again, one after the other;
-//   - mid-uninstall, while the final check holds it (EC2 still lists an instance), both again.
+//   - helm-controller killed while Helm installs Karpenter's chart (its release pending-install
+//     in Helm's storage), started again 10 seconds later (killHelmMidInstall);
+//   - with the request Ready, provider-kubernetes, the claimed cluster's API server and Flux's
+//     three controllers, one after the other (outages);
+//   - mid-uninstall, while the final check holds it (EC2 still lists an instance), the same.
 //
 // provider-kubernetes re-reads an Object that is Ready every 10 minutes (v1.3.1
 // cmd/provider/main.go, --poll, default 10m): a Ready request does not notice a claimed cluster
@@ -247,7 +251,45 @@ func (f *claimedFaults) beforeReady(t *testing.T, i int) {
 	case "InterruptionWiringReady": // step 3, the first in the claimed cluster, comes next
 		f.claimed.process(t, "kube-apiserver").kill()
 		f.down = time.Now()
+	case "ControllerReady":
+		f.killHelmMidInstall(t)
 	}
+}
+
+// killHelmMidInstall kills helm-controller (SIGKILL) as soon as Helm's storage holds the
+// release karpenter pending-install, which an install writes first and turns deployed or failed
+// when it ends (helm.sh/helm/v3 pkg/action/install.go, the Secrets driver's labels), and starts
+// it again 10 seconds later. helm-controller finds the release locked, marks it failed
+// (v1.6.2 internal/reconcile/atomic_release.go, ReleaseStatusLocked, and unlock.go) and
+// remediates as the HelmRelease says: the step must still get to Ready.
+func (f *claimedFaults) killHelmMidInstall(t *testing.T) {
+	t.Helper()
+	ctx := t.Context()
+	helm := f.claimed.process(t, "helm-controller")
+	err := waitFor(ctx, 3*time.Minute, "Helm's release karpenter pending-install", func() (bool, error) {
+		l, err := f.claimed.kube.CoreV1().Secrets("").List(ctx, metav1.ListOptions{LabelSelector: "owner=helm,name=karpenter"})
+		if err != nil {
+			return false, nil
+		}
+		for _, s := range l.Items {
+			switch s.Labels["status"] {
+			case "pending-install":
+				helm.kill()
+				return true, nil
+			case "deployed", "failed":
+				return false, fmt.Errorf("the install of release karpenter ended (%s) before the test saw it pending: nothing was killed mid-install", s.Labels["status"])
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	killed := time.Now()
+	time.Sleep(10 * time.Second)
+	back := f.restartFlux(t, 0, "helm-controller")
+	fmt.Printf("e2e: %-40s helm-controller killed mid-install at %s, back %.0fs later\n", t.Name(), killed.Format(time.TimeOnly), back.Sub(killed).Seconds())
 }
 
 // beforeComposed runs at step i of the walk, before the test waits for all of it to be composed.
@@ -307,8 +349,8 @@ type claimedOutage struct {
 	outage func() time.Time
 }
 
-// outages are provider-kubernetes down 10 seconds, then the claimed cluster's API server down for
-// claimedDown.
+// outages are provider-kubernetes down 10 seconds, the claimed cluster's API server down for
+// claimedDown, then Flux's three controllers down 10 seconds.
 func (f *claimedFaults) outages(t *testing.T) []claimedOutage {
 	return []claimedOutage{
 		{"provider-kubernetes", func() time.Time { return f.restartProvider(t, 10*time.Second) }},
@@ -317,6 +359,7 @@ func (f *claimedFaults) outages(t *testing.T) []claimedOutage {
 			time.Sleep(claimedDown)
 			return f.restartClaimed(t)
 		}},
+		{"Flux's controllers", func() time.Time { return f.restartFlux(t, 10*time.Second, fluxControllers...) }},
 	}
 }
 
@@ -341,6 +384,34 @@ func (f *claimedFaults) restartProvider(t *testing.T, down time.Duration) time.T
 	}
 	if err := providerHealthy(t.Context(), f.provider); err != nil {
 		t.Fatal(err)
+	}
+	return time.Now()
+}
+
+// restartFlux kills the claimed cluster's Flux controllers named, keeps them down for down and
+// starts them again; it returns when each answers its health check (--health-addr).
+func (f *claimedFaults) restartFlux(t *testing.T, down time.Duration, names ...string) time.Time {
+	t.Helper()
+	var procs []*proc
+	for _, n := range names {
+		p := f.claimed.process(t, n)
+		p.kill()
+		procs = append(procs, p)
+	}
+	time.Sleep(down)
+	for _, p := range procs {
+		if err := p.restart(); err != nil {
+			t.Fatal(err)
+		}
+		addr := ""
+		for _, a := range p.args {
+			if v, ok := strings.CutPrefix(a, "--health-addr="); ok {
+				addr = v
+			}
+		}
+		if err := waitHealthy(t.Context(), time.Minute, p.name+" healthy again", p, "http://"+addr+"/healthz"); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return time.Now()
 }

@@ -370,6 +370,9 @@ func fluxCRDs() ([]string, error) {
 	return files, nil
 }
 
+// fluxControllers are the claimed cluster's Flux controllers, as their processes are named.
+var fluxControllers = []string{"source-controller", "kustomize-controller", "helm-controller"}
+
 // startFlux points the claimed cluster's Flux at base (the GitRepository the platform's
 // function input names as its source) and starts its three controllers. Their processes join
 // the cluster's.
@@ -396,7 +399,7 @@ func (c *claimedCluster) startFlux(ctx context.Context, base *gitOpsBase) error 
 	}
 	sourceNS, name := source.GetNamespace(), source.GetName()
 	bins := map[string]string{}
-	for _, n := range []string{"source-controller", "kustomize-controller", "helm-controller"} {
+	for _, n := range fluxControllers {
 		env := "E2E_" + strings.ToUpper(strings.ReplaceAll(n, "-", "_"))
 		if bins[n] = os.Getenv(env); bins[n] == "" {
 			return fmt.Errorf("%s is not set: run the suite with `make e2e-test`", env)
@@ -408,7 +411,7 @@ func (c *claimedCluster) startFlux(ctx context.Context, base *gitOpsBase) error 
 	}
 	storage := fmt.Sprintf("127.0.0.1:%d", ports[6])
 	env := []string{"KUBECONFIG=" + c.kubeconfig, "RUNTIME_NAMESPACE=" + ns}
-	for i, n := range []string{"source-controller", "kustomize-controller", "helm-controller"} {
+	for i, n := range fluxControllers {
 		args := []string{fmt.Sprintf("--metrics-addr=127.0.0.1:%d", ports[2*i]), fmt.Sprintf("--health-addr=127.0.0.1:%d", ports[2*i+1]),
 			"--log-level=debug"}
 		if n == "source-controller" {
@@ -894,7 +897,9 @@ func upgradedByFlux(t *testing.T, c *karpenter, claimed *claimedCluster, to stri
 	stop, watched := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(watched)
-		for poolsAt.IsZero() {
+		// Once stop is closed (the test saw the pools move), one last read: the loop may have
+		// been asleep when they moved.
+		for final := false; poolsAt.IsZero(); {
 			hr, err := releases.Get(ctx, "karpenter", metav1.GetOptions{})
 			deployed := err == nil && deployedChart(hr) == to
 			if deployed && deployedAt.IsZero() {
@@ -908,9 +913,12 @@ func upgradedByFlux(t *testing.T, c *karpenter, claimed *claimedCluster, to stri
 			case deployed:
 				inOrder = true
 			}
+			if final {
+				return
+			}
 			select {
 			case <-stop:
-				return
+				final = true
 			case <-ctx.Done():
 				return
 			case <-time.After(time.Second):

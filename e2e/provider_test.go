@@ -30,13 +30,16 @@ import (
 
 // Labels and annotations Crossplane puts on every composed resource.
 const (
-	compositeLabel      = "crossplane.io/composite"
-	resourceNameAnno    = "crossplane.io/composition-resource-name"
-	externalNameAnno    = "crossplane.io/external-name"
-	providerFinalizer   = "finalizer.managedresource.crossplane.io"
-	fluxFinalizer       = "finalizers.fluxcd.io"
-	clusterLabel        = "socle.do-now.io/cluster"
-	testAccount         = "111122223333"
+	compositeLabel    = "crossplane.io/composite"
+	resourceNameAnno  = "crossplane.io/composition-resource-name"
+	externalNameAnno  = "crossplane.io/external-name"
+	providerFinalizer = "finalizer.managedresource.crossplane.io"
+	fluxFinalizer     = "finalizers.fluxcd.io"
+	clusterLabel      = "socle.do-now.io/cluster"
+	testAccount       = "111122223333"
+	// testVPC is every cluster's VPC, as provider-aws reports it and the access check's AWS
+	// answers (awsAccountEnv).
+	testVPC             = "vpc-0e2e"
 	kustomizationRevSHA = "main@sha1:0123abc"
 )
 
@@ -884,7 +887,7 @@ func atProvider(u *unstructured.Unstructured) map[string]any {
 		// cluster-scoped v1beta1, an object in the namespaced one.
 		at["arn"] = fmt.Sprintf("arn:aws:eks:%s:%s:cluster/%s", region, testAccount, ext)
 		at["version"] = "1.34"
-		vpc := map[string]any{"vpcId": "vpc-0e2e", "clusterSecurityGroupId": "sg-0e2e"}
+		vpc := map[string]any{"vpcId": testVPC, "clusterSecurityGroupId": "sg-0e2e"}
 		at["vpcConfig"] = []any{vpc}
 		if strings.Contains(u.GetAPIVersion(), ".m.") {
 			at["vpcConfig"] = vpc

@@ -108,6 +108,9 @@ e2e-tools: $(E2E_BINARIES) ## Build the end-to-end control plane binaries (cache
 # (from those controllers' modules) and prometheus-operator's, and their Flux installs Karpenter's
 # chart; the suite reads both modules' zips from the module cache itself (go mod download).
 E2E_FUNCTION := $(CACHE)/e2e/function
+# The AWS behind the claimed clusters' access check Pods: internal/cluster's test binary, which
+# is a stand-in for the AWS CLI when it is called aws (internal/cluster/fakeaws_test.go).
+E2E_FAKE_AWS := $(CACHE)/e2e/fake-aws/aws
 # The suite runs as three go test processes at once (hack/e2e-shards.sh), each with a control
 # plane of its own: the first two shards hold the tests named here, the last every other test.
 # They are balanced by the tests' times in docs/performance.md; a new test lands in the last.
@@ -124,6 +127,7 @@ E2E_PARALLEL ?= 16
 .PHONY: e2e-test
 e2e-test: curl $(E2E_BINARIES) provider-aws-crds provider-kubernetes-crds ## End-to-end tests against a real API server and Crossplane on loopback.
 	$(FUNCTION_GO_BUILD) -o $(E2E_FUNCTION) ./fn
+	go test -c -o $(E2E_FAKE_AWS) ./internal/cluster
 	cd e2e && go vet -tags e2e ./...
 	@xp=$$(cd $(E2E_TOOLS_DIR)/crossplane && go mod download github.com/crossplane/crossplane/v2 && \
 	    go list -m -f '{{.Dir}}' github.com/crossplane/crossplane/v2) && test -n "$$xp" || exit 1; \
@@ -137,7 +141,7 @@ e2e-test: curl $(E2E_BINARIES) provider-aws-crds provider-kubernetes-crds ## End
 	  E2E_PROVIDER_KUBERNETES=$(E2E_PROVIDER_KUBERNETES) E2E_FLUX_CRDS="$$flux" \
 	  E2E_SOURCE_CONTROLLER=$(E2E_SOURCE_CONTROLLER) E2E_KUSTOMIZE_CONTROLLER=$(E2E_KUSTOMIZE_CONTROLLER) \
 	  E2E_HELM_CONTROLLER=$(E2E_HELM_CONTROLLER) \
-	  E2E_FUNCTION=$(E2E_FUNCTION) E2E_PROVIDER_AWS_CRDS=$(PROVIDER_AWS_CRDS) \
+	  E2E_FUNCTION=$(E2E_FUNCTION) E2E_FAKE_AWS=$(E2E_FAKE_AWS) E2E_PROVIDER_AWS_CRDS=$(PROVIDER_AWS_CRDS) \
 	  E2E_PROVIDER_KUBERNETES_CRDS=$(PROVIDER_KUBERNETES_CRDS) \
 	  E2E_CROSSPLANE_CRDS="$$xp/cluster/crds" E2E_LOAD_CLAIMS=$(E2E_LOAD_CLAIMS) E2E_LOAD_SETTLE=$(E2E_LOAD_SETTLE) \
 	  $(CURDIR)/hack/e2e-shards.sh $(E2E_SHARDS) -- \

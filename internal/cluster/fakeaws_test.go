@@ -20,6 +20,12 @@ import (
 // FAKE_SCPS refuse, evaluating each request's context as IAM would from
 // what the request carries (fakeContexts). It is no emulator: nothing but
 // the calls the preflight makes is answered.
+//
+// The e2e suite runs it too, built with `go test -c` (hack/e2e.mk), as the
+// AWS behind the access check's Pods in its claimed clusters: there the
+// cluster is any of the tenancy's, its VPC the one the e2e's provider-aws
+// reports (FAKE_VPC), its subnets in its region's zones (AWS_REGION), and
+// the identity the one its Pod Identity stand-in serves (FAKE_IDENTITY).
 func TestMain(m *testing.M) {
 	if filepath.Base(os.Args[0]) == "aws" {
 		os.Exit(fakeAWS(os.Args[1:]))
@@ -171,6 +177,7 @@ func fakeAWS(args []string) int {
 		return 254
 	}
 	query := strings.Join(flags["--query"], "")
+	vpc := cmp.Or(os.Getenv("FAKE_VPC"), fakeVPC)
 	_, dryRun := flags["--dry-run"]
 	switch call {
 	case "sts get-caller-identity":
@@ -197,14 +204,16 @@ func fakeAWS(args []string) int {
 		case "cluster.version":
 			fmt.Println(fakeK8s)
 		case "cluster.resourcesVpcConfig.vpcId":
-			fmt.Println(fakeVPC)
+			fmt.Println(vpc)
 		default:
 			return usage(args)
 		}
 	case "ec2 describe-subnets":
-		fmt.Print(strings.ReplaceAll(cmp.Or(os.Getenv("FAKE_SUBNETS"), "subnet-0a "+fakeVPC+" eu-west-3a;subnet-0b "+fakeVPC+" eu-west-3b;subnet-0c "+fakeVPC+" eu-west-3c"), ";", "\n") + "\n")
+		// By default one subnet in each of the region's first three zones.
+		subnets := fmt.Sprintf("subnet-0a %s %sa;subnet-0b %s %sb;subnet-0c %s %sc", vpc, region, vpc, region, vpc, region)
+		fmt.Print(strings.ReplaceAll(cmp.Or(os.Getenv("FAKE_SUBNETS"), subnets), ";", "\n") + "\n")
 	case "ec2 describe-security-groups":
-		fmt.Print(strings.ReplaceAll(cmp.Or(os.Getenv("FAKE_GROUPS"), "sg-0a "+fakeVPC), ";", "\n") + "\n")
+		fmt.Print(strings.ReplaceAll(cmp.Or(os.Getenv("FAKE_GROUPS"), "sg-0a "+vpc), ";", "\n") + "\n")
 	case "ssm get-parameter":
 		if !strings.Contains(flags["--name"][0], "/"+fakeK8s+"/") {
 			fmt.Fprintln(os.Stderr, "fake aws: a parameter of another Kubernetes version than the cluster's")
