@@ -473,7 +473,9 @@ func testRealProviderKubernetes(t *testing.T, c *karpenter, claimed *claimedClus
 				aws = append(aws, n)
 			}
 		}
-		faults.beforeReady(t, i)
+		if b := faults.beforeReady(t, i); !b.IsZero() {
+			back = b
+		}
 		c.markReady(aws...)
 		if s.condition == steps[2].condition && claimed.admittedEarly != nil {
 			retried = accessCheckRetried(t, c, claimed)

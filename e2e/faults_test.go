@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
@@ -222,7 +223,7 @@ func (c *controlPlane) apiserverReady(ctx context.Context, p *proc) error {
 //     claim's AccessCheckReady says so, naming the Object and the provider's error;
 //   - provider-kubernetes killed as step 4 is composed, started again 10 seconds later;
 //   - helm-controller killed while Helm installs Karpenter's chart (its release pending-install
-//     in Helm's storage), started again 10 seconds later (killHelmMidInstall);
+//     in Helm's storage), started again 10 seconds later (killHelmOnInstall, restartHelm);
 //   - with the request Ready, provider-kubernetes, the claimed cluster's API server and Flux's
 //     three controllers, one after the other (outages);
 //   - mid-uninstall, while the final check holds it (EC2 still lists an instance), the same.
@@ -236,60 +237,93 @@ type claimedFaults struct {
 	provider *proc
 	claimed  *claimedCluster
 	down     time.Time // when the claimed cluster's API server was killed mid-walk
+	// killedHelm says when helm-controller was killed mid-install (killHelmOnInstall).
+	killedHelm <-chan helmKilled
 }
 
 // claimedDown is how long the claimed cluster's API server stays unreachable.
 const claimedDown = time.Minute
 
 // beforeReady runs at step i of the walk, once the step is composed and before the fake
-// provider reports its AWS resources Ready (which lets the function compose the next step).
-func (f *claimedFaults) beforeReady(t *testing.T, i int) {
+// provider reports its AWS resources Ready (which lets the function compose the next step). It
+// returns when the part it stopped, if any, came back.
+func (f *claimedFaults) beforeReady(t *testing.T, i int) (back time.Time) {
 	if f == nil {
-		return
+		return time.Time{}
 	}
 	switch steps[i].condition {
 	case "InterruptionWiringReady": // step 3, the first in the claimed cluster, comes next
 		f.claimed.process(t, "kube-apiserver").kill()
 		f.down = time.Now()
 	case "ControllerReady":
-		f.killHelmMidInstall(t)
+		return f.restartHelm(t, f.killedHelm)
 	}
+	return time.Time{}
 }
 
-// killHelmMidInstall kills helm-controller (SIGKILL) as soon as Helm's storage holds the
-// release karpenter pending-install, which an install writes first and turns deployed or failed
-// when it ends (helm.sh/helm/v3 pkg/action/install.go, the Secrets driver's labels), and starts
-// it again 10 seconds later. helm-controller finds the release locked, marks it failed
-// (v1.6.2 internal/reconcile/atomic_release.go, ReleaseStatusLocked, and unlock.go) and
-// remediates as the HelmRelease says: the step must still get to Ready.
-func (f *claimedFaults) killHelmMidInstall(t *testing.T) {
+// helmKilled reports when killHelmOnInstall killed helm-controller, or why it did not.
+type helmKilled struct {
+	at  time.Time
+	err error
+}
+
+// killHelmOnInstall watches Helm's storage in the claimed cluster from before the controller's
+// step is composed and kills helm-controller (SIGKILL) on the first event of the release
+// karpenter pending-install, which an install writes first and turns deployed or failed when it
+// ends (helm.sh/helm/v4 v4.2.2, helm-controller's, pkg/action/install.go; the labels of
+// pkg/storage/driver/secrets.go). A watch, not a poll: an install on kwok's nodes can be over in
+// a second or two. restartHelm starts it again.
+func (f *claimedFaults) killHelmOnInstall(t *testing.T) <-chan helmKilled {
 	t.Helper()
 	ctx := t.Context()
 	helm := f.claimed.process(t, "helm-controller")
-	err := waitFor(ctx, 3*time.Minute, "Helm's release karpenter pending-install", func() (bool, error) {
-		l, err := f.claimed.kube.CoreV1().Secrets("").List(ctx, metav1.ListOptions{LabelSelector: "owner=helm,name=karpenter"})
-		if err != nil {
-			return false, nil
-		}
-		for _, s := range l.Items {
+	out := make(chan helmKilled, 1)
+	w, err := f.claimed.kube.CoreV1().Secrets("").Watch(ctx, metav1.ListOptions{LabelSelector: "owner=helm,name=karpenter"})
+	if err != nil {
+		out <- helmKilled{err: err}
+		return out
+	}
+	go func() {
+		defer w.Stop()
+		for e := range w.ResultChan() {
+			s, ok := e.Object.(*corev1.Secret)
+			if !ok {
+				continue
+			}
 			switch s.Labels["status"] {
 			case "pending-install":
 				helm.kill()
-				return true, nil
+				out <- helmKilled{at: time.Now()}
+				return
 			case "deployed", "failed":
-				return false, fmt.Errorf("the install of release karpenter ended (%s) before the test saw it pending: nothing was killed mid-install", s.Labels["status"])
+				out <- helmKilled{err: fmt.Errorf("the watch saw release karpenter %s, never pending-install", s.Labels["status"])}
+				return
 			}
 		}
-		return false, nil
-	})
-	if err != nil {
-		t.Error(err)
-		return
+		out <- helmKilled{err: fmt.Errorf("the watch of Helm's storage ended before the install")}
+	}()
+	return out
+}
+
+// restartHelm waits for killHelmOnInstall to kill helm-controller, and starts it again 10
+// seconds after. helm-controller finds the release locked and recovers (helmRecovered): the step
+// must still get to Ready.
+func (f *claimedFaults) restartHelm(t *testing.T, killed <-chan helmKilled) time.Time {
+	t.Helper()
+	var k helmKilled
+	select {
+	case k = <-killed:
+	case <-time.After(3 * time.Minute):
+		k.err = fmt.Errorf("no install of release karpenter within 3 minutes")
 	}
-	killed := time.Now()
-	time.Sleep(10 * time.Second)
+	if k.err != nil {
+		t.Errorf("helm-controller was not killed mid-install: %v", k.err)
+		return time.Time{}
+	}
+	time.Sleep(time.Until(k.at.Add(10 * time.Second)))
 	back := f.restartFlux(t, 0, "helm-controller")
-	fmt.Printf("e2e: %-40s helm-controller killed mid-install at %s, back %.0fs later\n", t.Name(), killed.Format(time.TimeOnly), back.Sub(killed).Seconds())
+	fmt.Printf("e2e: %-40s helm-controller killed mid-install at %s, back %.0fs later\n", t.Name(), k.at.Format(time.TimeOnly), back.Sub(k.at).Seconds())
+	return back
 }
 
 // beforeComposed runs at step i of the walk, before the test waits for all of it to be composed.
@@ -313,6 +347,7 @@ func (f *claimedFaults) beforeComposed(t *testing.T, c *karpenter, i int) (back 
 		restarted = true
 		return f.restartClaimed(t)
 	case "ControllerReady":
+		f.killedHelm = f.killHelmOnInstall(t)
 		return f.restartProvider(t, 10*time.Second)
 	}
 	return time.Time{}
@@ -324,6 +359,7 @@ func (f *claimedFaults) atReady(t *testing.T, c *karpenter) {
 	if f == nil {
 		return
 	}
+	f.helmRecovered(t)
 	before, _ := c.composed()
 	remote := f.remoteUIDs(t, before)
 	for _, fault := range f.outages(t) {
@@ -386,6 +422,27 @@ func (f *claimedFaults) restartProvider(t *testing.T, down time.Duration) time.T
 		t.Fatal(err)
 	}
 	return time.Now()
+}
+
+// helmRecovered checks what helm-controller v1.6.2 made of the install killHelmOnInstall cut:
+// it unlocked the release (revision 1, pending-install, marked failed), found it not in the
+// HelmRelease's history (the controller died before recording it: "release not managed by
+// controller") and upgraded over it (atomic_release.go, ReleaseStatusUnmanaged), which marks the
+// failed revision superseded (helm.sh/helm/v4 v4.2.2 pkg/action/upgrade.go): Helm's storage
+// holds revision 1 superseded and revision 2 deployed, and nothing was uninstalled.
+func (f *claimedFaults) helmRecovered(t *testing.T) {
+	t.Helper()
+	l, err := f.claimed.kube.CoreV1().Secrets("").List(t.Context(), metav1.ListOptions{LabelSelector: "owner=helm,name=karpenter"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, s := range l.Items {
+		got[s.Labels["version"]] = s.Labels["status"]
+	}
+	if want := map[string]string{"1": "superseded", "2": "deployed"}; !maps.Equal(got, want) {
+		t.Errorf("after helm-controller was killed mid-install, Helm's storage holds revisions %v, want %v", got, want)
+	}
 }
 
 // restartFlux kills the claimed cluster's Flux controllers named, keeps them down for down and
