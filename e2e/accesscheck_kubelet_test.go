@@ -251,8 +251,8 @@ func firstPodOnly() func(*corev1.Pod) bool {
 	}
 }
 
-// noCredentials is what the AWS CLI says when it finds no credentials (botocore's
-// NoCredentialsError), as the fake AWS CLI says it too.
+// noCredentials is what the AWS CLI says when it finds no credentials (its wording since
+// aws/aws-cli#475), as the fake AWS CLI says it too.
 const noCredentials = `Unable to locate credentials. You can configure credentials by running "aws configure".`
 
 // accessCheckRetried is seed 000's race against the real parts: c's first access check Pod,
