@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -155,7 +154,7 @@ func (c *claimedCluster) podEnded(ctx context.Context, p *corev1.Pod, run *acces
 		}
 	}
 	p.Status.ContainerStatuses = []corev1.ContainerStatus{{
-		Name: ctr.Name, Image: ctr.Image, ImageID: ctr.Image,
+		Name: ctr.Name, Image: ctr.Image,
 		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
 			ExitCode: int32(code), Reason: reason, Message: string(message), StartedAt: run.started, FinishedAt: now,
 		}},
@@ -227,16 +226,11 @@ func (c *claimedCluster) podIdentityEnv(ctx context.Context, p *corev1.Pod) ([]s
 // region's first three zones and a security group in that VPC, and the instance profile
 // carrying the node role the platform's tenancy declares for the cluster: a healthy account.
 func (c *claimedCluster) awsAccountEnv() ([]string, error) {
-	input, err := shippedInput(claimAPI)
+	declared, err := c.declared()
 	if err != nil {
 		return nil, err
 	}
-	clusters, _, _ := unstructured.NestedSlice(input, "tenancy", "clusters")
-	i := slices.IndexFunc(clusters, func(cl any) bool { return cl.(map[string]any)["name"] == c.name })
-	if i < 0 {
-		return nil, fmt.Errorf("the tenancy declares no cluster %q", c.name)
-	}
-	role, _, _ := unstructured.NestedString(clusters[i].(map[string]any), "nodeIdentity", "roleArn")
+	role, _, _ := unstructured.NestedString(declared, "nodeIdentity", "roleArn")
 	return []string{"FAKE_VPC=" + testVPC, "FAKE_PROFILE_ROLE=" + role}, nil
 }
 

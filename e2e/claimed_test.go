@@ -130,22 +130,32 @@ func (c *claimedCluster) startNodes(ctx context.Context) error {
 		return err
 	}
 	c.procs = append(c.procs, kwok)
-	input, err := shippedInput(claimAPI)
+	declared, err := c.declared()
 	if err != nil {
 		return err
 	}
-	clusters, _, _ := unstructured.NestedSlice(input, "tenancy", "clusters")
-	i := slices.IndexFunc(clusters, func(cl any) bool { return cl.(map[string]any)["name"] == c.name })
-	if i < 0 {
-		return fmt.Errorf("the tenancy declares no cluster %q", c.name)
-	}
-	region, _ := clusters[i].(map[string]any)["region"].(string)
+	region, _ := declared["region"].(string)
 	for i, zone := range systemZones {
 		if err := c.addSystemNode(ctx, fmt.Sprintf("system-%d", i), region+zone); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// declared is the claimed cluster as the claim API's shipped function input declares it in its
+// tenancy.
+func (c *claimedCluster) declared() (map[string]any, error) {
+	input, err := shippedInput(claimAPI)
+	if err != nil {
+		return nil, err
+	}
+	clusters, _, _ := unstructured.NestedSlice(input, "tenancy", "clusters")
+	i := slices.IndexFunc(clusters, func(cl any) bool { return cl.(map[string]any)["name"] == c.name })
+	if i < 0 {
+		return nil, fmt.Errorf("the tenancy declares no cluster %q", c.name)
+	}
+	return clusters[i].(map[string]any), nil
 }
 
 // systemZones are the zones, in the cluster's region, of the claimed cluster's system nodes: one
