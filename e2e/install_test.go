@@ -459,15 +459,10 @@ func (c *controlPlane) installDelivery(ctx context.Context, repo string) ([]stri
 	var clusters []cluster
 	awsConfigs := map[string]bool{}
 	for _, a := range apis {
-		_, comp, err := a.read(repo)
+		input, err := a.input(repo)
 		if err != nil {
 			return nil, err
 		}
-		pipeline, _, _ := unstructured.NestedSlice(comp.Object, "spec", "pipeline")
-		if len(pipeline) != 1 {
-			return nil, fmt.Errorf("%s: want a Composition with one function step, found %d steps", a.composition, len(pipeline))
-		}
-		input, _, _ := unstructured.NestedMap(pipeline[0].(map[string]any), "input")
 		declared, _, _ := unstructured.NestedSlice(input, "tenancy", "clusters")
 		if len(declared) == 0 {
 			return nil, fmt.Errorf("%s: the input declares no tenancy.clusters", a.composition)

@@ -83,6 +83,20 @@ func (a *api) read(repo string) (xrd, composition *unstructured.Unstructured, er
 	return xrds[0], comps[0], nil
 }
 
+// input reads the function input of the API's Composition: its one pipeline step's.
+func (a *api) input(repo string) (map[string]any, error) {
+	_, comp, err := a.read(repo)
+	if err != nil {
+		return nil, err
+	}
+	pipeline, _, _ := unstructured.NestedSlice(comp.Object, "spec", "pipeline")
+	if len(pipeline) != 1 {
+		return nil, fmt.Errorf("%s: want a Composition with one function step, found %d steps", a.composition, len(pipeline))
+	}
+	input, _, _ := unstructured.NestedMap(pipeline[0].(map[string]any), "input")
+	return input, nil
+}
+
 // forEachAPI runs a scenario for each API, as the subtests claim and namespaced, one after the
 // other: each holds prod-eu while it runs.
 func forEachAPI(t *testing.T, scenario func(*testing.T, *api)) {

@@ -300,18 +300,7 @@ func platformInput(t *testing.T, a *api) map[string]any {
 }
 
 // shippedInput is platformInput, for callers without a test.
-func shippedInput(a *api) (map[string]any, error) {
-	_, comp, err := a.read("..")
-	if err != nil {
-		return nil, err
-	}
-	pipeline, _, _ := unstructured.NestedSlice(comp.Object, "spec", "pipeline")
-	if len(pipeline) != 1 {
-		return nil, fmt.Errorf("%s: want one function step, found %d", a.composition, len(pipeline))
-	}
-	input, _, _ := unstructured.NestedMap(pipeline[0].(map[string]any), "input")
-	return input, nil
-}
+func shippedInput(a *api) (map[string]any, error) { return a.input("..") }
 
 // requireTenancy fails the test unless the API's shipped Composition's tenancy declares every
 // cluster of want, claimable from (at least) the namespaces listed.
