@@ -249,22 +249,14 @@ func (c *controlPlane) startCrossplane(ctx context.Context) error {
 	}
 	c.timed("crossplane core init", start)
 
-	client, err := c.ca.issue("crossplane", nil, nil, nil)
-	if err != nil {
-		return err
-	}
 	clientDir := filepath.Join(c.dir, "crossplane-client-tls")
-	if err := c.ca.writeTLSDir(clientDir, client); err != nil {
+	if err := c.ca.writeTLSDir(clientDir, "crossplane"); err != nil {
 		return err
 	}
 	// Crossplane's webhook server, which enforces Usages, on loopback with a serving certificate
 	// from the test CA.
-	server, err := c.ca.issue("crossplane-webhook", nil, []net.IP{net.ParseIP("127.0.0.1")}, nil)
-	if err != nil {
-		return err
-	}
 	serverDir := filepath.Join(c.dir, "crossplane-webhook-tls")
-	if err := c.ca.writeTLSDir(serverDir, server); err != nil {
+	if err := c.ca.writeTLSDir(serverDir, "crossplane-webhook", net.ParseIP("127.0.0.1")); err != nil {
 		return err
 	}
 	ports, err := freePorts(3)
@@ -325,12 +317,8 @@ func (c *controlPlane) startFunction(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	kp, err := c.ca.issue("function-karpenter", nil, []net.IP{net.ParseIP("127.0.0.1")}, nil)
-	if err != nil {
-		return err
-	}
 	dir := filepath.Join(c.dir, "function-tls")
-	if err := c.ca.writeTLSDir(dir, kp); err != nil {
+	if err := c.ca.writeTLSDir(dir, "function-karpenter", net.ParseIP("127.0.0.1")); err != nil {
 		return err
 	}
 	c.functionAddr = fmt.Sprintf("127.0.0.1:%d", ports[0])

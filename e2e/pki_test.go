@@ -92,8 +92,13 @@ func (ca *testCA) issue(cn string, orgs []string, ips []net.IP, dns []string) (k
 	return keyPair{certPEM: pemBlock("CERTIFICATE", der), keyPEM: pemBlock("PRIVATE KEY", keyDER)}, nil
 }
 
-// writeTLSDir writes the layout functions and Crossplane read: tls.crt, tls.key and ca.crt.
-func (ca *testCA) writeTLSDir(dir string, kp keyPair) error {
+// writeTLSDir issues a certificate for cn, for serving on ips when there are any, and writes it
+// in the layout functions and Crossplane read: tls.crt, tls.key and ca.crt.
+func (ca *testCA) writeTLSDir(dir, cn string, ips ...net.IP) error {
+	kp, err := ca.issue(cn, nil, ips, nil)
+	if err != nil {
+		return err
+	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
