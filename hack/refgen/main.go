@@ -14,8 +14,9 @@ import (
 	"bytes"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
-	"sort"
+	"slices"
 	"strings"
 
 	"sigs.k8s.io/yaml"
@@ -115,14 +116,7 @@ func rows(b *bytes.Buffer, path string, s map[string]any) {
 	}
 }
 
-func sortedKeys(m map[string]any) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
+func sortedKeys(m map[string]any) []string { return slices.Sorted(maps.Keys(m)) }
 
 // typeOf is a field's type as the schema gives it, with what it holds.
 func typeOf(s map[string]any) string {

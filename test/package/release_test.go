@@ -292,14 +292,7 @@ func checkBothAPIs(t *testing.T, objects []obj) {
 	}
 }
 
-func keys(m map[string]obj) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
-}
+func keys(m map[string]obj) []string { return slices.Sorted(maps.Keys(m)) }
 
 // byAPIKindName keys objects by apiVersion too: the claim and the namespaced
 // XR share kind and name.
