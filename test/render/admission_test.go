@@ -21,11 +21,7 @@ import (
 // the same types, and both are held to every case. CEL transition rules
 // (immutability) need an old object and are proven end to end instead.
 func TestXRDRefusesBadClaims(t *testing.T) {
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmp := t.TempDir()
+	root, tmp := repoRoot(t), t.TempDir()
 	extensions := extensionsDir(t, root, tmp)
 	for _, e := range examples {
 		t.Run(e.name, func(t *testing.T) { refusesBadXRs(t, root, tmp, extensions, e) })

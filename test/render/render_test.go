@@ -112,6 +112,16 @@ func k8sSchemas(t *testing.T) []string {
 	return out
 }
 
+// repoRoot is the checkout this package lives in, two levels up, as an absolute path.
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
 func env(t *testing.T, name string) string {
 	t.Helper()
 	v := os.Getenv(name)
@@ -165,11 +175,7 @@ func validate(t *testing.T, extensions, objects string) (string, bool) {
 
 func TestRenderEveryStep(t *testing.T) {
 	crossplane := env(t, "CROSSPLANE")
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmp := t.TempDir()
+	root, tmp := repoRoot(t), t.TempDir()
 
 	functions := functionsFile(t, root, tmp, startFunction(t, root, tmp))
 
@@ -340,11 +346,7 @@ func validatable(t *testing.T, rendered []byte) []byte {
 // for the function's requirements: the real CLI relays them, and the
 // function refuses with the field and the holder, whichever API asks.
 func TestRenderRefusesAClaimedCluster(t *testing.T) {
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmp := t.TempDir()
+	root, tmp := repoRoot(t), t.TempDir()
 	functions := functionsFile(t, root, tmp, startFunction(t, root, tmp))
 	for _, e := range examples {
 		t.Run(e.name, func(t *testing.T) {

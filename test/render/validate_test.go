@@ -15,11 +15,7 @@ import (
 // validate must report that mistake. The valid counterparts must pass, so a
 // report cannot come from something else in the object.
 func TestValidateCatchesMistakes(t *testing.T) {
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmp := t.TempDir()
+	root, tmp := repoRoot(t), t.TempDir()
 	extensions := extensionsDir(t, root, tmp)
 
 	const pod = `apiVersion: v1
