@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"unicode/utf8"
 
 	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
@@ -212,40 +213,48 @@ func stateApart(b []byte, objects map[string]map[string]any) ([]byte, error) {
 }
 
 // structMap decodes a google.protobuf.Struct as structpb's AsMap returns it.
+// It and valueOf walk the encoding in loops, not through eachField's
+// callbacks, whose captured variables would each be allocated: they decode
+// most of a request's bytes.
 func structMap(b []byte) (map[string]any, error) {
-	m := map[string]any{}
-	err := eachField(b, func(num protowire.Number, typ protowire.Type, _, value []byte) error {
+	m := make(map[string]any, countField(b, 1))
+	for len(b) > 0 {
+		num, typ, _, value, rest, err := nextField(b)
+		if err != nil {
+			return nil, err
+		}
+		b = rest
 		if num != 1 || typ != protowire.BytesType { // Struct.fields, a map entry
-			return nil // unknown to proto, and so to AsMap
+			continue // unknown to proto, and so to AsMap
 		}
 		var key string
 		var v any
 		seen := false
-		err := eachField(value, func(num protowire.Number, typ protowire.Type, _, value []byte) error {
+		for len(value) > 0 {
+			num, typ, _, field, rest, err := nextField(value)
+			if err != nil {
+				return nil, err
+			}
+			value = rest
 			switch {
 			case num == 1 && typ == protowire.BytesType:
-				if !utf8.Valid(value) {
-					return errNotApart
+				if !utf8.Valid(field) {
+					return nil, errNotApart
 				}
-				key = string(value)
+				key = internKey(field)
 			case num == 2 && typ == protowire.BytesType:
 				if seen {
-					return errNotApart
+					return nil, errNotApart
 				}
 				seen = true
-				var err error
-				v, err = valueOf(value)
-				return err
+				if v, err = valueOf(field); err != nil {
+					return nil, err
+				}
 			}
-			return nil
-		})
-		if err != nil {
-			return err
 		}
 		m[key] = v
-		return nil
-	})
-	return m, err
+	}
+	return m, nil
 }
 
 // valueOf decodes a google.protobuf.Value as structpb's AsInterface returns
@@ -254,8 +263,12 @@ func structMap(b []byte) (map[string]any, error) {
 func valueOf(b []byte) (any, error) {
 	var v any
 	kinds := 0
-	err := eachField(b, func(num protowire.Number, typ protowire.Type, _, value []byte) error {
-		var err error
+	for len(b) > 0 {
+		num, typ, _, value, rest, err := nextField(b)
+		if err != nil {
+			return nil, err
+		}
+		b = rest
 		switch {
 		case num == 1 && typ == protowire.VarintType: // null_value
 			v = nil
@@ -274,37 +287,90 @@ func valueOf(b []byte) (any, error) {
 			}
 		case num == 3 && typ == protowire.BytesType: // string_value
 			if !utf8.Valid(value) {
-				return errNotApart
+				return nil, errNotApart
 			}
 			v = string(value)
 		case num == 4 && typ == protowire.VarintType: // bool_value
 			u, _ := protowire.ConsumeVarint(value)
 			v = u != 0
 		case num == 5 && typ == protowire.BytesType: // struct_value
-			v, err = structMap(value)
+			if v, err = structMap(value); err != nil {
+				return nil, err
+			}
 		case num == 6 && typ == protowire.BytesType: // list_value
-			list := []any{}
-			err = eachField(value, func(num protowire.Number, typ protowire.Type, _, value []byte) error {
-				if num != 1 || typ != protowire.BytesType { // ListValue.values
-					return nil
+			list := make([]any, 0, countField(value, 1))
+			for len(value) > 0 {
+				num, typ, _, e, rest, err := nextField(value)
+				if err != nil {
+					return nil, err
 				}
-				e, err := valueOf(value)
-				list = append(list, e)
-				return err
-			})
+				value = rest
+				if num != 1 || typ != protowire.BytesType { // ListValue.values
+					continue
+				}
+				ev, err := valueOf(e)
+				if err != nil {
+					return nil, err
+				}
+				list = append(list, ev)
+			}
 			v = list
 		default:
-			return nil // unknown to proto
+			continue // unknown to proto
 		}
 		// A oneof set twice: proto keeps the last, but merges a message
 		// set twice in a row.
 		kinds++
 		if kinds > 1 {
-			return errNotApart
+			return nil, errNotApart
 		}
-		return err
-	})
-	return v, err
+	}
+	return v, nil
+}
+
+// countField is how many length-delimited fields of this number an encoding
+// holds, to size what they are decoded into; 0 if the encoding is bad (the
+// decoding then says so).
+func countField(b []byte, want protowire.Number) int {
+	n := 0
+	for len(b) > 0 {
+		num, typ, _, _, rest, err := nextField(b)
+		if err != nil {
+			return 0
+		}
+		if num == want && typ == protowire.BytesType {
+			n++
+		}
+		b = rest
+	}
+	return n
+}
+
+// keys are the names most often found in a Kubernetes object, each decoded
+// to one string shared by every map that holds it instead of a new one.
+var keys = func() map[string]string {
+	m := map[string]string{}
+	for _, k := range strings.Fields(`apiVersion kind metadata name namespace labels annotations uid
+		resourceVersion generation creationTimestamp managedFields ownerReferences finalizers
+		spec status conditions type reason message lastTransitionTime observedGeneration
+		forProvider initProvider atProvider providerConfigRef managementPolicies deletionPolicy
+		writeConnectionSecretToRef manifest readiness policy celQuery arn id tags region
+		crossplane.io/composite crossplane.io/claim-name crossplane.io/claim-namespace
+		crossplane.io/external-name crossplane.io/external-create-pending
+		crossplane.io/external-create-succeeded crossplane.io/composition-resource-name
+		socle.do-now.io/cluster controller blockOwnerDeletion value key operator values effect`) {
+		m[k] = k
+	}
+	return m
+}()
+
+// internKey is the map key field decodes to: the shared string of keys, or
+// a new one.
+func internKey(field []byte) string {
+	if k, ok := keys[string(field)]; ok { // no allocation: Go looks up string(bytes) in place
+		return k
+	}
+	return string(field)
 }
 
 // eachField calls f with each field of a message's encoding: its number,
@@ -312,22 +378,33 @@ func valueOf(b []byte) (any, error) {
 // field's contents; any other field's encoded value).
 func eachField(b []byte, f func(num protowire.Number, typ protowire.Type, field, value []byte) error) error {
 	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return protowire.ParseError(n)
-		}
-		m := protowire.ConsumeFieldValue(num, typ, b[n:])
-		if m < 0 {
-			return protowire.ParseError(m)
-		}
-		value := b[n : n+m]
-		if typ == protowire.BytesType {
-			value, _ = protowire.ConsumeBytes(value)
-		}
-		if err := f(num, typ, b[:n+m], value); err != nil {
+		num, typ, field, value, rest, err := nextField(b)
+		if err != nil {
 			return err
 		}
-		b = b[n+m:]
+		if err := f(num, typ, field, value); err != nil {
+			return err
+		}
+		b = rest
 	}
 	return nil
+}
+
+// nextField is the first field of a message's encoding: its number, its
+// type, the whole field as encoded, its value (a length-delimited field's
+// contents; any other field's encoded value), and the fields after it.
+func nextField(b []byte) (num protowire.Number, typ protowire.Type, field, value, rest []byte, err error) {
+	num, typ, n := protowire.ConsumeTag(b)
+	if n < 0 {
+		return 0, 0, nil, nil, nil, protowire.ParseError(n)
+	}
+	m := protowire.ConsumeFieldValue(num, typ, b[n:])
+	if m < 0 {
+		return 0, 0, nil, nil, nil, protowire.ParseError(m)
+	}
+	value = b[n : n+m]
+	if typ == protowire.BytesType {
+		value, _ = protowire.ConsumeBytes(value)
+	}
+	return num, typ, b[:n+m], value, b[n+m:], nil
 }

@@ -19,7 +19,6 @@ import (
 	"strconv"
 
 	fnresource "github.com/crossplane/function-sdk-go/resource"
-	"github.com/crossplane/function-sdk-go/resource/composed"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/do-now/function-karpenter/internal/config"
+	"github.com/do-now/function-karpenter/internal/convert"
 	"github.com/do-now/function-karpenter/internal/scope"
 )
 
@@ -161,7 +161,7 @@ func Objects(c *config.Config) (map[fnresource.Name]runtime.Object, error) {
 func Object(c *config.Config, m runtime.Object, r Readiness) (*unstructured.Unstructured, error) {
 	// Converted as the SDK converts composed resources, so empty structs
 	// are omitted and the manifest says only what we mean.
-	cd, err := composed.From(m)
+	cd, err := convert.Composed(m)
 	if err != nil {
 		return nil, err
 	}

@@ -26,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/do-now/function-karpenter/apis/v1alpha1"
+	"github.com/do-now/function-karpenter/internal/convert"
 )
 
 // An API is one of the platform's APIs and the kinds it composes.
@@ -210,7 +211,7 @@ func IsObject(gk schema.GroupKind) bool {
 // field the builders set, which this package's tests hold against the
 // namespaced provider types.
 func (a API) Compose(o runtime.Object, namespace string) (*composed.Unstructured, error) {
-	cd, err := composed.From(o)
+	cd, err := convert.Composed(o)
 	if err != nil {
 		return nil, err
 	}

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/do-now/function-karpenter/internal/convert"
 	"github.com/do-now/function-karpenter/internal/scope"
 )
 
@@ -178,7 +179,7 @@ func (s Step) observe(name resource.Name, desired runtime.Object, ocd resource.O
 		var ok bool
 		if cd, ok = desired.(*composed.Unstructured); !ok {
 			var err error
-			if cd, err = composed.From(desired); err != nil {
+			if cd, err = convert.Composed(desired); err != nil {
 				return Health{Problems: []string{err.Error()}}
 			}
 		}
@@ -218,7 +219,7 @@ func (s Step) observe(name resource.Name, desired runtime.Object, ocd resource.O
 // labelled is a step's resource as it is emitted: composed, with labels
 // and its own name as ResourceLabel.
 func labelled(name resource.Name, o runtime.Object, labels map[string]string) (*composed.Unstructured, error) {
-	cd, err := composed.From(o)
+	cd, err := convert.Composed(o)
 	if err != nil {
 		return nil, fmt.Errorf("cannot convert composed resource %q: %w", name, err)
 	}

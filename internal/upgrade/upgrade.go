@@ -14,12 +14,12 @@ import (
 
 	xpv1 "github.com/crossplane/crossplane-runtime/v2/apis/common/v1"
 	"github.com/crossplane/function-sdk-go/resource"
-	"github.com/crossplane/function-sdk-go/resource/composed"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/do-now/function-karpenter/internal/awsres"
 	"github.com/do-now/function-karpenter/internal/config"
+	"github.com/do-now/function-karpenter/internal/convert"
 	"github.com/do-now/function-karpenter/internal/flux"
 	"github.com/do-now/function-karpenter/internal/naming"
 	"github.com/do-now/function-karpenter/internal/sequence"
@@ -168,7 +168,7 @@ func permissions(c *config.Config, to versions.Version, observed map[resource.Na
 		if err != nil {
 			return false
 		}
-		desired, err := composed.From(objs[flux.ControllerKustomization])
+		desired, err := convert.Composed(objs[flux.ControllerKustomization])
 		return err == nil && sequence.Behind(desired, ctrl.Resource) == ""
 	}
 	want, err := awsres.ControllerPolicyOf(c, to.Version)
