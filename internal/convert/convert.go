@@ -87,7 +87,7 @@ type field struct {
 	index     []int
 	omitEmpty bool
 	omitZero  bool
-	isZero    func(reflect.Value) bool
+	isZero    func(reflect.Value) bool // omitzero's test, for an omitzero field
 }
 
 // A type's plan: how its values are walked.
@@ -230,7 +230,9 @@ func structFields(t reflect.Type, visiting map[reflect.Type]bool) ([]field, bool
 				return false // which one the encoder keeps is not worth copying
 			}
 			names[f.name] = true
-			f.isZero = zeroTest(sf.Type)
+			if f.omitZero {
+				f.isZero = zeroTest(sf.Type)
+			}
 			if !walkable(sf.Type, visiting) {
 				return false
 			}
