@@ -53,11 +53,20 @@ var podGVR = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
 
 // startClaimedCluster starts the claimed cluster name, installs its CRDs and the namespace
 // Flux runs in, and starts its Flux on base. Its processes join the suite's, so their logs are listed (under
-// logs/claimed-<name>/) and they stop with it at the latest. It returns what it started even
+// logs/claimed-<name>/, or claimed-<name>-<n>/ for the nth of that name) and they stop with it at the latest. It returns what it started even
 // with an error, for the caller to stop.
 func startClaimedCluster(ctx context.Context, name string, base *gitOpsBase) (*claimedCluster, error) {
+	// A cluster of the same name started before, by another test of this process, keeps its
+	// folders: its etcd's data must not become this one's.
+	folder := "claimed-" + name
+	for n := 2; ; n++ {
+		if _, err := os.Stat(filepath.Join(cp.dir, folder)); os.IsNotExist(err) {
+			break
+		}
+		folder = fmt.Sprintf("claimed-%s-%d", name, n)
+	}
 	c := &claimedCluster{name: name, controlPlane: &controlPlane{
-		dir: filepath.Join(cp.dir, "claimed-"+name), logDir: filepath.Join(cp.logDir, "claimed-"+name), bins: cp.bins,
+		dir: filepath.Join(cp.dir, folder), logDir: filepath.Join(cp.logDir, folder), bins: cp.bins,
 		nodes: true,
 	}, finalChecks: map[types.UID]*proc{}, accessChecks: map[types.UID]*accessCheckRun{}}
 	if err := os.MkdirAll(c.logDir, 0o755); err != nil {
@@ -385,6 +394,52 @@ func (c *claimedCluster) remote(ctx context.Context, o *unstructured.Unstructure
 	return got, err
 }
 
+// realClaimedClusters starts, for t, the claimed clusters named (each its own control plane with
+// its real Flux on one GitOps base, connected to the hub through the provider configs the
+// tenancy declares for it, with its stand-ins), then the real provider-kubernetes, and has the
+// fake stop playing provider-kubernetes meanwhile: from then on, the function's Objects are
+// applied and observed by the real provider in real clusters. prepare, if not nil, is called on
+// each cluster before its stand-ins start. Everything stops when t ends, after the requests t
+// created are gone (their cleanups were registered later, so run first).
+func realClaimedClusters(t *testing.T, prepare func(*claimedCluster), names ...string) (map[string]*claimedCluster, *proc, *gitOpsBase) {
+	t.Helper()
+	ctx := t.Context()
+	start := time.Now()
+	base, err := serveGitOpsBase(t.TempDir())
+	t.Cleanup(base.close)
+	if err != nil {
+		t.Fatal(err)
+	}
+	claimed := map[string]*claimedCluster{}
+	for _, name := range names {
+		c, err := startClaimedCluster(ctx, name, base)
+		if c != nil {
+			t.Cleanup(c.stop) // last, once everything of the requests is gone from it
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.connect(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if prepare != nil {
+			prepare(c)
+		}
+		go c.standIns(ctx)
+		claimed[name] = c
+	}
+	fake.realObjects.Store(true)
+	t.Cleanup(func() { fake.realObjects.Store(false) })
+	provider, err := startProviderKubernetes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { provider.stop(10 * time.Second) })
+	t.Logf("claimed clusters %s with their Flux (the base at %s, Karpenter's chart at %s), and provider-kubernetes %s, up in %.1fs",
+		strings.Join(names, " and "), base.repoURL, base.chartRef, filepath.Base(os.Getenv("E2E_PROVIDER_KUBERNETES")), time.Since(start).Seconds())
+	return claimed, provider, base
+}
+
 // TestRealProviderKubernetes walks a request, through each API at once, to Ready and uninstalls
 // it with the real provider-kubernetes between the function and a real claimed cluster: the
 // claim's for prod-eu (team-a), the namespaced XR's for prod-us (team-b), each its own control
@@ -406,42 +461,13 @@ func (c *claimedCluster) remote(ctx context.Context, o *unstructured.Unstructure
 // retries it (accessCheckRetried).
 func TestRealProviderKubernetes(t *testing.T) {
 	timed(t)
-	ctx := t.Context()
-	start := time.Now()
-	base, err := serveGitOpsBase(t.TempDir())
-	t.Cleanup(base.close)
-	if err != nil {
-		t.Fatal(err)
-	}
-	claimed := map[string]*claimedCluster{}
-	for _, name := range []string{"prod-eu", "prod-us"} {
-		c, err := startClaimedCluster(ctx, name, base)
-		if c != nil {
-			t.Cleanup(c.stop) // last, once everything of the requests is gone from it
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := c.connect(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if name == "prod-us" {
+	claimed, provider, base := realClaimedClusters(t, func(c *claimedCluster) {
+		if c.name == "prod-us" {
 			// The namespaced XR's first access check Pod is admitted before EKS propagated
 			// the Pod Identity association (accessCheckRetried).
 			c.admittedEarly = firstPodOnly()
 		}
-		go c.standIns(ctx)
-		claimed[name] = c
-	}
-	fake.realObjects.Store(true)
-	t.Cleanup(func() { fake.realObjects.Store(false) })
-	provider, err := startProviderKubernetes(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { provider.stop(10 * time.Second) })
-	t.Logf("claimed clusters prod-eu and prod-us with their Flux (the base at %s, Karpenter's chart at %s), and provider-kubernetes %s, up in %.1fs",
-		base.repoURL, base.chartRef, filepath.Base(os.Getenv("E2E_PROVIDER_KUBERNETES")), time.Since(start).Seconds())
+	}, "prod-eu", "prod-us")
 
 	forEachAPIAtOnce(t, func(t *testing.T, a *api) {
 		// One request per cluster: the claim for prod-eu, the namespaced XR for prod-us. (A
@@ -575,4 +601,29 @@ func appliedObjects(resources map[string]*unstructured.Unstructured) []string {
 	}
 	slices.Sort(names)
 	return names
+}
+
+// waitUninstalled waits until the claimed cluster holds nothing of an uninstalled request: nothing
+// its Flux installs (installedLeft), nor ns, the namespace the platform's input puts the
+// controller in, which the namespace controller empties and removes after its Object is gone.
+// Flux's own finalizers (helm-controller uninstalling the release) may outlast the request's
+// Objects in Crossplane's cluster by a little.
+func (c *claimedCluster) waitUninstalled(t *testing.T, ns string) {
+	t.Helper()
+	ctx := t.Context()
+	var left []string
+	err := waitFor(ctx, 3*time.Minute, "the claimed cluster "+c.name+" holding nothing of an uninstalled request", func() (bool, error) {
+		l, err := installedLeft(ctx, c)
+		if err != nil {
+			return false, nil
+		}
+		if _, err := c.kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			l = append(l, "Namespace "+ns)
+		}
+		left = l
+		return len(left) == 0, nil
+	})
+	if err != nil {
+		t.Fatalf("%v; it holds %s", err, strings.Join(left, ", "))
+	}
 }

@@ -3,7 +3,7 @@
 // (hack/e2e.mk), with the project's two APIs (the claim's XRD and the namespaced XR's, and
 // their Compositions), the provider-aws and provider-kubernetes CRDs of both scopes (no Flux: the
 // Kustomizations go to the claimed cluster inside Objects), and the function served over mTLS.
-// The tests play the providers, but for TestRealProviderKubernetes, which runs the real
-// provider-kubernetes against claimed clusters of their own, each with its real Flux and kwok's
-// nodes. They carry the build tag e2e and run with `make e2e-test`.
+// The tests play the providers, but for TestRealProviderKubernetes and TestTwoClusters, which run
+// the real provider-kubernetes against claimed clusters of their own, each with its real Flux and
+// kwok's nodes (realClaimedClusters). They carry the build tag e2e and run with `make e2e-test`.
 package e2e

@@ -746,18 +746,30 @@ var (
 // rules and PodMonitor. Karpenter's CRDs stay, as Helm leaves a chart's crds/ on uninstall.
 func uninstalledByFlux(t *testing.T, claimed *claimedCluster) {
 	t.Helper()
-	ctx := t.Context()
+	left, err := installedLeft(t.Context(), claimed)
+	if err != nil {
+		t.Error(err)
+	}
+	for _, o := range left {
+		t.Errorf("uninstalled, the claimed cluster %s still holds %s", claimed.name, o)
+	}
+}
+
+// installedLeft lists what the claimed cluster still holds of what Flux installs for a request
+// (uninstalledByFlux).
+func installedLeft(ctx context.Context, claimed *claimedCluster) ([]string, error) {
+	var left []string
 	for _, gvr := range []schema.GroupVersionResource{kustomizationGVR, ociRepositoryGVR, helmReleaseGVR, nodePoolGVR, ec2NodeClassGVR,
 		podMonitorGVR, prometheusRuleGVR, {Group: "apps", Version: "v1", Resource: "deployments"}, podGVR} {
 		l, err := claimed.dyn.Resource(gvr).List(ctx, metav1.ListOptions{LabelSelector: uninstalledSelector(gvr)})
 		if err != nil {
-			t.Errorf("cannot list %s in %s: %v", gvr.Resource, claimed.name, err)
-			continue
+			return left, fmt.Errorf("cannot list %s in %s: %w", gvr.Resource, claimed.name, err)
 		}
 		for _, o := range l.Items {
-			t.Errorf("uninstalled, the claimed cluster %s still holds %s %s/%s", claimed.name, o.GetKind(), o.GetNamespace(), o.GetName())
+			left = append(left, fmt.Sprintf("%s %s/%s", o.GetKind(), o.GetNamespace(), o.GetName()))
 		}
 	}
+	return left, nil
 }
 
 // holdByNodeClaim gives the claimed cluster a NodeClaim of the private pool's class, and returns a
@@ -930,6 +942,19 @@ func upgradedByFlux(t *testing.T, c *karpenter, claimed *claimedCluster, to stri
 	if err := c.update(u); err != nil {
 		close(stop)
 		t.Fatalf("cannot upgrade to %s: %v", to, err)
+	}
+	// While helm-controller upgrades the chart, the request says so (VersionReady Upgrading, from
+	// → to, waiting for the controller's Kustomization at to) and is not Ready: both read from
+	// one read of the request.
+	var upgrading *unstructured.Unstructured
+	c.wait(3*time.Minute, "VersionReady=False/Upgrading "+from+" → "+to, func() (bool, error) {
+		upgrading = c.get()
+		cond := condition(upgrading, "VersionReady")
+		msg, _ := cond["message"].(string)
+		return cond["status"] == "False" && containsAll(msg, from+" → "+to, "waiting for controller-kustomization to be Ready at "+to), nil
+	})
+	if r := condition(upgrading, "VersionReady")["reason"]; r != "Upgrading" || conditionStatus(upgrading, "Ready") == "True" {
+		t.Errorf("upgrading, VersionReady's reason is %v and the request Ready %s: want Upgrading, not Ready", r, conditionStatus(upgrading, "Ready"))
 	}
 	c.waitBuiltFor("controller-kustomization", to, 3*time.Minute)
 	c.waitBuiltFor("nodes-kustomization", to, 8*time.Minute)

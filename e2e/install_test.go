@@ -61,7 +61,7 @@ var providerAWSCRDs, providerKubernetesCRDs = func() (aws, kubernetes []string) 
 			names = append(names, k.configs+"_clusterproviderconfigs.yaml")
 		}
 		if k.kind == scope.ObjectKind {
-			// The real provider-kubernetes (TestRealProviderKubernetes) records each Object's use
+			// The real provider-kubernetes (realClaimedClusters) records each Object's use
 			// of its provider config in a ProviderConfigUsage of the config's group, and fails
 			// to connect without that CRD.
 			kubernetes = append(kubernetes, append(names, k.configs+"_providerconfigusages.yaml")...)

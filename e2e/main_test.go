@@ -21,7 +21,7 @@ var cp *controlPlane
 
 // fake plays provider-aws, provider-kubernetes and the claimed clusters (their Kubernetes and
 // their Flux) for the whole run (finalizers on creation, releases on deletion), but for
-// provider-kubernetes while TestRealProviderKubernetes runs the real one; tests drive readiness
+// provider-kubernetes while a test runs the real one (realClaimedClusters); tests drive readiness
 // through it.
 var fake *fakeProvider
 

@@ -146,7 +146,7 @@ type fakeProvider struct {
 	// pods are the access-check Pods the claimed clusters hold, by the UID of the Object that
 	// created them and their name: a renamed Pod is a new one, the old left behind, finished.
 	pods map[types.UID]map[string]*remotePod
-	// realObjects: the real provider-kubernetes runs (TestRealProviderKubernetes), and the fake
+	// realObjects: the real provider-kubernetes runs (realClaimedClusters), and the fake
 	// leaves every Object to it, recording only when each is deleted.
 	realObjects atomic.Bool
 	// readyByDefault: every composed resource no test set a want for is reported Ready

@@ -590,57 +590,6 @@ func TestAccessCheckFails(t *testing.T) {
 	})
 }
 
-// TestAccessCheckRecovers: a first Pod admitted before EKS propagated the Pod Identity
-// association gets no credentials and fails its credentials check (seed 000's race). Nobody asks
-// for a run: after its backoff the function puts a new Pod in the same Object, which succeeds,
-// and the request goes on to Ready. The claimed cluster keeps both Pods, the first Failed.
-func TestAccessCheckRecovers(t *testing.T) {
-	timed(t)
-	forEachAPIAtOnce(t, func(t *testing.T, a *api) {
-		// One request per API, each for a cluster of its own: both run at once, and two requests
-		// for one cluster would race for it (one Karpenter per cluster).
-		var c *karpenter
-		cluster, region := "prod-eu", "eu-west-3"
-		if a.namespaced {
-			c, cluster, region = newKarpenterFrom(t, a, "team-b", "karpenter", onProdUS), "prod-us", "us-east-1"
-		} else {
-			c = newKarpenter(t, a, "team-a", "karpenter", cluster)
-		}
-		start := time.Now()
-		message := accessCheckMessage(checkCredentials, awsRefusal(checkCredentials, cluster, region))
-		walk(t, map[string]want{accessCheck: failedAt(checkCredentials, cluster, region)}, func() bool {
-			m, _ := c.condition(steps[2].condition)["message"].(string)
-			return strings.Contains(m, message)
-		}, c)
-		resources, _ := c.composed()
-		object := resources[accessCheck]
-		first := podOf(object)
-		t.Logf("the first Pod %s failed without credentials after %.1fs", first, time.Since(start).Seconds())
-
-		// The next Pod gets its credentials.
-		c.markReady(accessCheck)
-		var second string
-		c.wait(converge, "the function to retry the access check in a new Pod, unasked", func() (bool, error) {
-			resources, _ := c.composed()
-			o := resources[accessCheck]
-			if o.GetUID() != object.GetUID() {
-				return false, fmt.Errorf("the access-check Object was re-created: UID %s, was %s", o.GetUID(), object.GetUID())
-			}
-			second = podOf(o)
-			return second != first, nil
-		})
-		walk(t, nil, func() bool { return conditionStatus(c.get(), "Ready") == "True" }, c)
-		if v := c.getXR().GetAnnotations()[runAnnotation]; v != "" {
-			t.Errorf("the retry was asked for (%s=%s): it must come by itself", runAnnotation, v)
-		}
-		remote := fake.remotePods(object.GetUID())
-		if remote[first] != "Failed" || remote[second] != "Succeeded" {
-			t.Errorf("the claimed cluster holds %v, want %s Failed and %s Succeeded", remote, first, second)
-		}
-		t.Logf("retried in Pod %s, the %s Ready %.1fs after the first Pod failed", second, c.api.kind, time.Since(start).Seconds())
-	})
-}
-
 // testAccessCheckFails fails the checks fails one after the other, a run each, then passes them
 // all in a last run.
 func testAccessCheckFails(t *testing.T, c *karpenter, cluster, region string, fails ...check) {

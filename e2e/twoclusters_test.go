@@ -22,21 +22,37 @@ import (
 // refused because prod-eu is already held — through either API: one Karpenter per cluster,
 // whichever API asks; one from team-b is refused by the tenancy. Deleting one request leaves the
 // other's resources untouched.
+//
+// Both clusters are real (realClaimedClusters): the real provider-kubernetes applies each
+// request's Objects to its own claimed cluster, whose real Flux installs its own Karpenter. Each
+// cluster's controller runs with its own cluster's name, queue and ServiceAccount; deleting
+// prod-us's request uninstalls it from prod-us alone, and prod-eu's install stays as it was.
 func TestTwoClusters(t *testing.T) {
 	timed(t)
-	forEachAPI(t, testTwoClusters)
+	claimed, _, _ := realClaimedClusters(t, nil, "prod-eu", "prod-us")
+	forEachAPI(t, func(t *testing.T, a *api) { testTwoClusters(t, a, claimed) })
 }
 
-func testTwoClusters(t *testing.T, a *api) {
+func testTwoClusters(t *testing.T, a *api, claimed map[string]*claimedCluster) {
 	// The shipped Composition must declare both clusters, prod-eu for team-a and team-c, prod-us
 	// for team-b; fail at once, saying so, rather than time out on a request it refuses.
 	requireTenancy(t, a, map[string][]string{"prod-eu": {"team-a", "team-c"}, "prod-us": {"team-b"}})
+	// The API before this one installed into the same clusters: its uninstall is over in
+	// Crossplane's cluster, and must be in the claimed ones too.
+	ns, _, _ := unstructured.NestedString(platformInput(t, a), "podIdentity", "namespace")
+	for _, c := range sortedKeys(claimed) {
+		claimed[c].waitUninstalled(t, ns)
+	}
 
 	eu := newKarpenter(t, a, "team-a", "karpenter-eu", "prod-eu")
 	us := newKarpenterFrom(t, a, "team-b", "karpenter-us", onProdUS)
 	start := time.Now()
 	walkToReady(t, eu, us)
 	t.Logf("both %ss Ready in %.1fs", a.kind, time.Since(start).Seconds())
+	// Each claimed cluster runs its own request's controller: installedByFlux holds its
+	// Deployment's ServiceAccount, CLUSTER_NAME and INTERRUPTION_QUEUE to the request's.
+	installedByFlux(t, eu, claimed["prod-eu"])
+	installedByFlux(t, us, claimed["prod-us"])
 
 	euRes, euUsages := eu.composed()
 	usRes, usUsages := us.composed()
@@ -140,12 +156,15 @@ func testTwoClusters(t *testing.T, a *api) {
 	assertUntouched(t, eu, euRes, nil)
 	assertUntouched(t, us, usRes, nil)
 
-	// Deleting prod-us's request leaves prod-eu's resources alone.
+	// Deleting prod-us's request uninstalls it from prod-us and leaves prod-eu's resources, and
+	// its install, alone.
 	deletions := us.deleteAndWait()
 	assertUntouched(t, eu, euRes, deletions)
 	if n := len(deletions); n < len(usRes)+len(usUsages) {
 		t.Errorf("deleting %s: want the deletion of its %d resources and %d Usages seen, saw %d", us, len(usRes), len(usUsages), n)
 	}
+	claimed["prod-us"].waitUninstalled(t, ns)
+	installedByFlux(t, eu, claimed["prod-eu"])
 }
 
 // Scenario 5, across the APIs at once: a namespaced XR from team-c and a claim from team-a ask for

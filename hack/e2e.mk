@@ -104,7 +104,7 @@ e2e-tools: $(E2E_BINARIES) ## Build the end-to-end control plane binaries (cache
 # provider-aws at the version the main go.mod requires, provider-kubernetes at the version
 # hack/tools.mk names, Crossplane's from its wrapper module. Crossplane's cluster holds no Flux
 # CRD (the Kustomizations go to the claimed clusters inside provider-kubernetes Objects); the
-# claimed clusters of TestRealProviderKubernetes hold the CRDs of the Flux controllers they run
+# claimed clusters (TestRealProviderKubernetes, TestTwoClusters) hold the CRDs of the Flux controllers they run
 # (from those controllers' modules) and prometheus-operator's, and their Flux installs Karpenter's
 # chart; the suite reads both modules' zips from the module cache itself (go mod download).
 E2E_FUNCTION := $(CACHE)/e2e/function
