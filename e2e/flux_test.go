@@ -777,7 +777,9 @@ func installedLeft(ctx context.Context, claimed *claimedCluster) ([]string, erro
 // (WaitForTermination) has kustomize-controller delete the class, which Karpenter's finalizer
 // keeps while the NodeClaim refers to it (the stand-in, as Karpenter's finalize does); for hold,
 // the nodes Kustomization stays, being deleted, and the controller stays installed (its
-// Kustomization, HelmRelease and Deployment there, none being deleted); then the node is gone
+// Kustomization, HelmRelease and Deployment there, none being deleted), and so do the request
+// and what the instances need in Crossplane's cluster (the controller's role and association, the
+// queue, the rules and targets, the final check, the monitoring); then the node is gone
 // (the test deletes the NodeClaim) and the uninstall goes on. The NodeClaim is what Karpenter's
 // finalize matches on, nothing more: Karpenter's own would also carry its NodePool's label and an
 // ownerReference to it, through which the garbage collector deletes it with the pool; this one
@@ -840,6 +842,17 @@ func holdByNodeClaim(t *testing.T, c *karpenter, claimed *claimedCluster, hold t
 			if err != nil || got.GetDeletionTimestamp() != nil {
 				t.Errorf("with a NodeClaim of the private class, %s %s/karpenter went or is being deleted (%v)", gvr.Resource, ns, err)
 			}
+		}
+		// In Crossplane's cluster, the request and everything the instances need stay.
+		all, err := composedOf(ctx, cp, c.xr)
+		for _, n := range []string{"controller-kustomization", "controller-role", "controller-role-policy", "pod-identity-association",
+			"final-check", "interruption-queue", "interruption-queue-policy", "rule-health", "target-health", "monitoring-kustomization"} {
+			if r, ok := all[n]; err != nil || !ok || r.GetDeletionTimestamp() != nil {
+				t.Errorf("with a NodeClaim of the private class, %s is gone or being deleted (%v)", n, err)
+			}
+		}
+		if !c.exists() {
+			t.Errorf("%s is gone while a NodeClaim holds its uninstall: the tenant cannot see it", c)
 		}
 		t.Logf("a NodeClaim held the private EC2NodeClass, the nodes Kustomization and so the controller, for %s; the node goes", hold)
 	}()

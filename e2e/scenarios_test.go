@@ -836,21 +836,26 @@ func TestOutOfBandStatementNotKept(t *testing.T) {
 // the final check before the AWS access and the namespace's and ServiceAccount's Objects, each
 // EventBridge target before its rule (and not
 // before the queue: that order protects nothing). Crossplane's webhook refuses the deletion of a resource still in use, the garbage
-// collector retries, and Crossplane replays the deletion once the Usage is gone.
+// collector retries, and Crossplane replays the deletion once the Usage is gone. Both clusters
+// are real (realClaimedClusters): the real provider-kubernetes deletes each Object's object from
+// its claimed cluster, whose real Flux uninstalls what it installed, while a NodeClaim of the
+// private pool's class holds the nodes Kustomization (Karpenter's finalizer, its stand-in) and
+// so the controller, for 20 s (holdByNodeClaim).
 func TestDeletion(t *testing.T) {
 	timed(t)
+	claimed, _, _ := realClaimedClusters(t, nil, "prod-eu", "prod-us")
 	// Each API on a cluster of its own (prod-eu from team-a, prod-us from team-b), so both run at
 	// once.
 	forEachAPIAtOnce(t, func(t *testing.T, a *api) {
 		if a.namespaced {
-			testDeletion(t, newKarpenterFrom(t, a, "team-b", "karpenter", onProdUS))
+			testDeletion(t, newKarpenterFrom(t, a, "team-b", "karpenter", onProdUS), claimed["prod-us"])
 			return
 		}
-		testDeletion(t, newKarpenter(t, a, "team-a", "karpenter", "prod-eu"))
+		testDeletion(t, newKarpenter(t, a, "team-a", "karpenter", "prod-eu"), claimed["prod-eu"])
 	})
 }
 
-func testDeletion(t *testing.T, c *karpenter) {
+func testDeletion(t *testing.T, c *karpenter, claimed *claimedCluster) {
 	c.walkToReady()
 	resources, usages := c.composed()
 	if !equalSets(sortedKeys(resources), allNames()) || len(usages) != 24 {
@@ -882,44 +887,16 @@ func testDeletion(t *testing.T, c *karpenter) {
 	}
 	c.waitUsagesBound()
 
-	// The private pool's EC2NodeClass still has NodeClaims, so Karpenter's finalizer keeps it.
-	// The fake's Flux lets the nodes Kustomization go at once, as Flux does once its timeout is
-	// over: the uninstall must wait anyway, the claim still there, and release nothing the
-	// instances need.
-	fake.set(c.xr, "observe-ec2nodeclass-private", want{state: ready, nodeClaims: 2})
+	// The private pool's EC2NodeClass still has a NodeClaim, so Karpenter's finalizer keeps it:
+	// the nodes Kustomization, being deleted, waits for it, and the uninstall with it; the
+	// request stays, and nothing the instances need is released.
+	held := holdByNodeClaim(t, c, claimed, 20*time.Second)
 	start, mark := time.Now(), fake.deletionMark()
 	c.delete()
-	c.wait(react, "the nodes Kustomization and the public pool's class gone, the private one's held", func() (bool, error) {
-		all, err := composedOf(c.ctx, cp, c.xr)
-		if err != nil {
-			return false, err
-		}
-		_, nodes := all["nodes-kustomization"]
-		_, public := all["observe-ec2nodeclass-public"]
-		held, private := all["observe-ec2nodeclass-private"]
-		return !nodes && !public && private && held.GetDeletionTimestamp() != nil, nil
-	})
-	held := time.Now()
-	for time.Since(held) < 10*time.Second {
-		all, err := composedOf(c.ctx, cp, c.xr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, n := range []string{"controller-kustomization", "controller-role", "controller-role-policy", "pod-identity-association",
-			"final-check", "interruption-queue", "interruption-queue-policy", "rule-health", "target-health", "monitoring-kustomization"} {
-			if _, ok := all[n]; !ok {
-				t.Fatalf("%s released while the private pool's EC2NodeClass still has NodeClaims", n)
-			}
-		}
-		if !c.exists() {
-			t.Fatalf("%s is gone while its uninstall still waits: the tenant cannot see it", c)
-		}
-		time.Sleep(time.Second)
-	}
-	t.Logf("held %.0fs past the nodes Kustomization with NodeClaims left; releasing them", time.Since(held).Seconds())
-	fake.set(c.xr, "observe-ec2nodeclass-private", want{state: ready})
-
+	held()
 	assertDeletedInOrder(t, c, append(sortedKeys(resources), sortedKeys(usages)...), edges, c.waitGone(start, mark))
+	ns, _, _ := unstructured.NestedString(platformInput(t, c.api), "podIdentity", "namespace")
+	claimed.waitUninstalled(t, ns)
 	assertNothingLocal(t)
 }
 

@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"slices"
@@ -10,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
@@ -172,9 +175,25 @@ func testTwoClusters(t *testing.T, a *api, claimed map[string]*claimedCluster) {
 // until it holds the cluster. Exactly one holds it (ClusterHeld, Accepted); the other is refused
 // naming the holder, and has composed its lease alone. The holder walks to Ready; deleting the
 // refused one then deletes its lease alone, and the holder stays Ready with every AWS identity
-// and every composed resource as they were.
+// and every composed resource as they were. prod-eu is real (realClaimedClusters): each lease
+// is an observe-only Object of its kube-system Namespace, which the real provider-kubernetes
+// reads and, deleting a lease, leaves alone; the holder is installed there by its real Flux.
 func TestOneKarpenterPerCluster(t *testing.T) {
 	timed(t)
+	claimed, _, _ := realClaimedClusters(t, nil, "prod-eu")
+	kubeSystem := func() (*corev1.Namespace, error) {
+		return claimed["prod-eu"].kube.CoreV1().Namespaces().Get(context.Background(), metav1.NamespaceSystem, metav1.GetOptions{})
+	}
+	system, err := kubeSystem()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Registered before the requests are created: runs once both are deleted, leases and all.
+	t.Cleanup(func() {
+		if got, err := kubeSystem(); err != nil || got.UID != system.UID || got.DeletionTimestamp != nil {
+			t.Errorf("both requests deleted, prod-eu's kube-system Namespace, which their leases observed, is gone or going (%v)", err)
+		}
+	})
 	both := []*karpenter{
 		newKarpenter(t, namespacedAPI, "team-c", "karpenter", "prod-eu"),
 		newKarpenter(t, claimAPI, "team-a", "karpenter", "prod-eu"),
@@ -224,6 +243,10 @@ func TestOneKarpenterPerCluster(t *testing.T) {
 		}
 	}
 	assertUntouched(t, holder, before, deletions)
+	if got, err := kubeSystem(); err != nil || got.UID != system.UID || got.DeletionTimestamp != nil {
+		t.Errorf("deleting the refused %s's lease touched prod-eu's kube-system Namespace (%v)", refused, err)
+	}
+	installedByFlux(t, holder, claimed["prod-eu"])
 	after, _ := holder.composed()
 	if got := awsIdentities(t, after); !maps.Equal(got, ids) {
 		t.Errorf("the holder's AWS identities changed when the refused %s was deleted:\nbefore %v\nafter  %v", refused, ids, got)
