@@ -103,6 +103,9 @@ func (c *claimedCluster) runAccessCheck(ctx context.Context, p *corev1.Pod) (*ac
 	ctr := p.Spec.Containers[0]
 	env := []string{"PATH=" + bin + ":/usr/bin:/bin", "TERMINATION_LOG=" + filepath.Join(dir, "termination-log"), "FAKE_AWS_STATE=" + state}
 	env = append(append(env, account...), identity...)
+	if r := c.refusal.Load(); r != nil {
+		env = append(env, "FAIL="+r.call, "ANSWER="+r.answer)
+	}
 	for _, e := range ctr.Env {
 		env = append(env, e.Name+"="+e.Value)
 	}
@@ -233,6 +236,10 @@ func (c *claimedCluster) awsAccountEnv() ([]string, error) {
 	role, _, _ := unstructured.NestedString(declared, "nodeIdentity", "roleArn")
 	return []string{"FAKE_VPC=" + testVPC, "FAKE_PROFILE_ROLE=" + role}, nil
 }
+
+// refuse has the cluster's AWS refuse as r says, for the access check Pods started from now on
+// (nil: a healthy account again). A Pod already started keeps the AWS it started with.
+func (c *claimedCluster) refuse(r *awsRefusal) { c.refusal.Store(r) }
 
 // firstPodOnly is an admittedEarly that says so of the first Pod it is asked about only.
 func firstPodOnly() func(*corev1.Pod) bool {

@@ -101,38 +101,37 @@ func scriptChecks(o *unstructured.Unstructured) ([]check, error) {
 	return out, nil
 }
 
-// awsRefusal is what AWS (or the script, for what AWS answered but does not fit) says when a
-// check fails for cluster in region, as the AWS CLI prints it: the text the script writes
-// after the check's name.
-func awsRefusal(c check, cluster, region string) string {
-	session := fmt.Sprintf("arn:aws:sts::%s:assumed-role/%s-karpenter/eks-%s-karpe-0123", testAccount, cluster, cluster)
-	switch c {
-	case checkCredentials:
-		return `Error when retrieving credentials from container-role: Error retrieving metadata: Received error when attempting to retrieve container metadata: Could not connect to the endpoint URL: "http://169.254.170.23/v1/credentials"`
-	case checkQueue:
-		return fmt.Sprintf("An error occurred (AccessDenied) when calling the GetQueueUrl operation: User: %s is not authorized to perform: sqs:getqueueurl on resource: arn:aws:sqs:%s:%s:%s-karpenter because no identity-based policy allows the sqs:getqueueurl action", session, region, testAccount, cluster)
-	case checkProfile:
-		return fmt.Sprintf("An error occurred (NoSuchEntity) when calling the GetInstanceProfile operation: Instance Profile %s-bootstrap-nodes cannot be found.", cluster)
-	case checkSubnets:
-		return "pool private: no subnet has the tags Name=tag:kubernetes.io/role/internal-elb,Values=1"
-	case checkGroups:
-		return fmt.Sprintf("An error occurred (UnauthorizedOperation) when calling the DescribeSecurityGroups operation: You are not authorized to perform this operation. User: %s is not authorized to perform: ec2:DescribeSecurityGroups with an explicit deny in a service control policy", session)
-	case checkAMI:
-		return fmt.Sprintf("An error occurred (AccessDeniedException) when calling the GetParameter operation: User: %s is not authorized to perform: ssm:GetParameter on resource: arn:aws:ssm:%s::parameter/aws/service/eks/optimized-ami/1.34/amazon-linux-2023/arm64/standard/amazon-eks-node-al2023-arm64-standard-1.34-v20260714/image_id because no identity-based policy allows the ssm:GetParameter action", session, region)
-	case checkCluster:
-		return fmt.Sprintf("An error occurred (AccessDeniedException) when calling the DescribeCluster operation: User: %s is not authorized to perform: eks:DescribeCluster on resource: arn:aws:eks:%s:%s:cluster/%s with an explicit deny in a service control policy", session, region, testAccount, cluster)
-	case checkTemplate:
-		return fmt.Sprintf("pool private: An error occurred (UnauthorizedOperation) when calling the CreateLaunchTemplate operation: You are not authorized to perform this operation. User: %s is not authorized to perform: ec2:CreateLaunchTemplate with an explicit deny in a permissions boundary.", session)
-	case checkFleet:
-		return fmt.Sprintf("pool private: An error occurred (UnauthorizedOperation) when calling the CreateFleet operation: You are not authorized to perform this operation. User: %s is not authorized to perform: iam:PassRole on resource: arn:aws:iam::%s:role/%s-bootstrap-nodes with an explicit deny in a permissions boundary. Encoded authorization failure message: e2e-0123", session, testAccount, cluster)
-	}
-	return "An error occurred (InternalError) when calling the operation: " + c.name
-}
+// An awsRefusal is how a claimed cluster's AWS makes one check of the access check's script
+// fail (claimedCluster.refuse): the fake AWS CLI refuses the call whose arguments contain call
+// (its FAIL) with AWS's words answer on stderr, exit 254, or, when answer is "None", answers an
+// empty result, which the script itself finds wanting; says is what the check's termination
+// message then holds after the check's name. The calls are those the function's unit tests
+// fail each check with (internal/cluster TestPreflightScript).
+type awsRefusal struct{ call, answer, says string }
 
-// failedAt is what the fake provider reports for the access check when c fails for cluster in
-// region.
-func failedAt(c check, cluster, region string) want {
-	return want{state: checkFailed, check: c, message: awsRefusal(c, cluster, region)}
+// refusalOf is how cluster's AWS, in region, refuses check c.
+func refusalOf(c check, cluster, region string) awsRefusal {
+	session := fmt.Sprintf("arn:aws:sts::%s:assumed-role/%s-karpenter/eks-%s-karpe-0123", testAccount, cluster, cluster)
+	refused := func(call, answer string) awsRefusal { return awsRefusal{call: call, answer: answer, says: answer} }
+	switch c {
+	case checkQueue:
+		return refused("sqs get-queue-url", fmt.Sprintf("An error occurred (AccessDenied) when calling the GetQueueUrl operation: User: %s is not authorized to perform: sqs:getqueueurl on resource: arn:aws:sqs:%s:%s:%s-karpenter because no identity-based policy allows the sqs:getqueueurl action", session, region, testAccount, cluster))
+	case checkProfile:
+		return refused("iam get-instance-profile", fmt.Sprintf("An error occurred (NoSuchEntity) when calling the GetInstanceProfile operation: Instance Profile %s-bootstrap-nodes cannot be found.", cluster))
+	case checkSubnets:
+		return awsRefusal{call: "ec2 describe-subnets", answer: "None", says: "pool private: no subnet has the tags"}
+	case checkGroups:
+		return awsRefusal{call: "Name=group-name", answer: "None", says: "no security group matches Name=group-name"}
+	case checkAMI:
+		return refused("ssm get-parameter", fmt.Sprintf("An error occurred (AccessDeniedException) when calling the GetParameter operation: User: %s is not authorized to perform: ssm:GetParameter because no identity-based policy allows the ssm:GetParameter action", session))
+	case checkCluster:
+		return refused("eks describe-cluster", fmt.Sprintf("An error occurred (AccessDeniedException) when calling the DescribeCluster operation: User: %s is not authorized to perform: eks:DescribeCluster on resource: arn:aws:eks:%s:%s:cluster/%s with an explicit deny in a service control policy", session, region, testAccount, cluster))
+	case checkTemplate:
+		return refused("ec2 create-launch-template --dry-run", fmt.Sprintf("An error occurred (UnauthorizedOperation) when calling the CreateLaunchTemplate operation: You are not authorized to perform this operation. User: %s is not authorized to perform: ec2:CreateLaunchTemplate with an explicit deny in a permissions boundary.", session))
+	case checkFleet:
+		return refused("ec2 create-fleet", fmt.Sprintf("An error occurred (UnauthorizedOperation) when calling the CreateFleet operation: You are not authorized to perform this operation. User: %s is not authorized to perform: iam:PassRole on resource: arn:aws:iam::%s:role/%s-bootstrap-nodes with an explicit deny in a permissions boundary. Encoded authorization failure message: e2e-0123", session, testAccount, cluster))
+	}
+	panic("no refusal for the check " + c.name)
 }
 
 // accessCheckMessage is what the function must write in AccessCheckReady when check c failed
@@ -141,24 +140,25 @@ func accessCheckMessage(c check, aws string) string {
 	return fmt.Sprintf("%s: Pod failed (exit %d, Error): %s: %s", accessCheck, c.exitCode, c.name, aws)
 }
 
-// A remotePod is an access-check Pod in a claimed cluster. It starts Pending and runs its
-// checks; once finished it stays as it finished, whatever is asked of it since: a Pod is never
-// run again (restartPolicy Never), only a Pod of a new name runs the checks again.
+// A remotePod is an access-check Pod in a claimed cluster the fake plays. It starts Pending and
+// runs its checks; once finished it stays as it finished: a Pod is never run again
+// (restartPolicy Never), only a Pod of a new name runs the checks again. (The fake's Pods only
+// succeed: the tests that fail checks run them in real claimed clusters, TestAccessCheckFails.)
 type remotePod struct {
 	uid                        types.UID
 	created, started, finished time.Time
-	phase                      string // Pending, Running, Succeeded or Failed
+	phase                      string // Pending, Running or Succeeded
 	exitCode                   int
-	reason, terminationMessage string
+	reason                     string
 }
 
 // phases orders a Pod's phases.
-var phases = map[string]int{"Pending": 0, "Running": 1, "Succeeded": 2, "Failed": 2}
+var phases = map[string]int{"Pending": 0, "Running": 1, "Succeeded": 2}
 
 // pod turns obj, the access-check Pod as desired, into the Pod the claimed cluster holds under
-// its name for the Object o, advanced one phase towards what w asks (running when podRunning,
-// finished otherwise: succeeded when ready, failed at w.check when checkFailed), one phase per
-// poll of the fake provider: a new Pod is Pending, then Running, then finished.
+// its name for the Object o, advanced one phase towards Succeeded when w is ready (and left
+// where it is otherwise), one phase per poll of the fake provider: a new Pod is Pending, then
+// Running, then Succeeded.
 func (f *fakeProvider) pod(o *unstructured.Unstructured, obj *unstructured.Unstructured, w want) {
 	f.mu.Lock()
 	byName := f.pods[o.GetUID()]
@@ -168,7 +168,7 @@ func (f *fakeProvider) pod(o *unstructured.Unstructured, obj *unstructured.Unstr
 	}
 	p := byName[obj.GetName()]
 	now := time.Now().UTC().Truncate(time.Second)
-	target := map[state]string{podRunning: "Running", ready: "Succeeded", checkFailed: "Failed"}[w.state]
+	target := map[state]string{ready: "Succeeded"}[w.state]
 	switch {
 	case p == nil:
 		// Created: the API server accepted it, the scheduler placed it, its container is
@@ -180,13 +180,8 @@ func (f *fakeProvider) pod(o *unstructured.Unstructured, obj *unstructured.Unstr
 		// Finished, or as far as w asks.
 	case p.phase == "Pending":
 		p.phase, p.started = "Running", now
-	case target == "Succeeded":
-		p.phase, p.finished, p.exitCode, p.reason = "Succeeded", now, 0, "Completed"
 	default:
-		// The script's fail: the check's name and AWS's words, newline-terminated, in the
-		// termination log; the kubelet reports it as the container's message.
-		p.phase, p.finished, p.exitCode, p.reason = "Failed", now, w.check.exitCode, "Error"
-		p.terminationMessage = w.check.name + ": " + w.message + "\n"
+		p.phase, p.finished, p.exitCode, p.reason = "Succeeded", now, 0, "Completed"
 	}
 	pod := *p
 	f.mu.Unlock()
@@ -241,14 +236,11 @@ func podStatus(obj *unstructured.Unstructured, p remotePod) map[string]any {
 			cond("ContainersReady", "True", "", "", p.started),
 			cond("PodScheduled", "True", "", "", p.created),
 		}
-	default: // Succeeded or Failed
+	default: // Succeeded
 		container["imageID"] = image + "@sha256:0123"
 		container["containerID"] = "containerd://" + string(p.uid)
 		terminated := map[string]any{"exitCode": int64(p.exitCode), "reason": p.reason,
 			"startedAt": ts(p.started), "finishedAt": ts(p.finished), "containerID": container["containerID"]}
-		if p.terminationMessage != "" {
-			terminated["message"] = p.terminationMessage
-		}
 		container["state"] = map[string]any{"terminated": terminated}
 		status["podIP"] = "10.0.12.56"
 		status["conditions"] = []any{
@@ -261,18 +253,6 @@ func podStatus(obj *unstructured.Unstructured, p remotePod) map[string]any {
 	}
 	status["containerStatuses"] = []any{container}
 	return status
-}
-
-// remotePods lists the access-check Pods the claimed cluster holds for the Object uid: their
-// phase by name.
-func (f *fakeProvider) remotePods(uid types.UID) map[string]string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	out := map[string]string{}
-	for name, p := range f.pods[uid] {
-		out[name] = p.phase
-	}
-	return out
 }
 
 // regionOf is the region of the claimed cluster an Object's manifest goes to, read from the

@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -47,6 +48,9 @@ type claimedCluster struct {
 	// association had propagated (podIdentityEnv). Set before standIns starts; only standIns
 	// calls it.
 	admittedEarly func(*corev1.Pod) bool
+	// refusal is how the cluster's AWS answers otherwise than a healthy account, for the access
+	// check Pods started from when it is set (refuse).
+	refusal atomic.Pointer[awsRefusal]
 }
 
 var podGVR = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
@@ -615,6 +619,7 @@ func (c *claimedCluster) waitUninstalled(t *testing.T, ns string) {
 	err := waitFor(ctx, 3*time.Minute, "the claimed cluster "+c.name+" holding nothing of an uninstalled request", func() (bool, error) {
 		l, err := installedLeft(ctx, c)
 		if err != nil {
+			left = []string{err.Error()}
 			return false, nil
 		}
 		if _, err := c.kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}); !apierrors.IsNotFound(err) {

@@ -762,6 +762,9 @@ func installedLeft(ctx context.Context, claimed *claimedCluster) ([]string, erro
 	for _, gvr := range []schema.GroupVersionResource{kustomizationGVR, ociRepositoryGVR, helmReleaseGVR, nodePoolGVR, ec2NodeClassGVR,
 		podMonitorGVR, prometheusRuleGVR, {Group: "apps", Version: "v1", Resource: "deployments"}, podGVR} {
 		l, err := claimed.dyn.Resource(gvr).List(ctx, metav1.ListOptions{LabelSelector: uninstalledSelector(gvr)})
+		if apierrors.IsNotFound(err) {
+			continue // a kind the cluster does not serve (Karpenter's, before its chart was first installed)
+		}
 		if err != nil {
 			return left, fmt.Errorf("cannot list %s in %s: %w", gvr.Resource, claimed.name, err)
 		}

@@ -159,9 +159,8 @@ type fakeProvider struct {
 // controller it re-asserts its status whenever the object says otherwise.
 type want struct {
 	state   state
-	message string // the provider's or Flux's message, for failing and unready; AWS's, for checkFailed
+	message string // the provider's or Flux's message, for failing and unready
 	dropARN bool   // unready only: the provider no longer observes the resource's ARN
-	check   check  // checkFailed only: the access check's check that fails
 	// pool is, for an observe-only Object of a NodePool, what the claimed cluster's Karpenter
 	// reports of the pool once it exists: nil reports an empty pool (no node, nothing used).
 	pool *poolReport
@@ -185,11 +184,9 @@ type poolReport struct {
 type state int
 
 const (
-	ready       state = iota + 1 // created: atProvider filled, Ready and Synced; the access check's Pod succeeded; a Kustomization applied
-	failing                      // the provider's call failed (AWS, or the claimed cluster's API server): Synced=False with its error
-	unready                      // degraded after being Ready
-	podRunning                   // the access check's Pod is running its checks (a new Pod is Pending first)
-	checkFailed                  // the access check's Pod ran and want.check failed, with AWS's words want.message
+	ready   state = iota + 1 // created: atProvider filled, Ready and Synced; the access check's Pod succeeded; a Kustomization applied
+	failing                  // the provider's call failed (AWS, or the claimed cluster's API server): Synced=False with its error
+	unready                  // degraded after being Ready
 )
 
 // set makes the fake provider report w for a composed resource of an XR from now on.
