@@ -508,6 +508,20 @@ func brokenSource(t *testing.T, c *karpenter, claimed *claimedCluster, base *git
 func kustomizationFailing(t *testing.T, c *karpenter, claimed *claimedCluster, what, reason string) string {
 	t.Helper()
 	start := time.Now()
+	msg, cond := kustomizationReported(t, c, claimed, reason)
+	want := throughStep(slices.IndexFunc(steps, func(s step) bool { return s.condition == "ControllerReady" }))
+	if got, _ := c.composed(); !equalSets(sortedKeys(got), want) {
+		t.Errorf("%s, the controller's Kustomization failing: composed %v, want exactly the steps through it %v", what, sortedKeys(got), want)
+	}
+	t.Logf("%s: kustomize-controller reports %q; ControllerReady=False after %.0fs: %v", what, msg, time.Since(start).Seconds(), cond["message"])
+	return msg
+}
+
+// kustomizationReported waits until the real kustomize-controller reports c's controller
+// Kustomization Ready=False for reason, and the request's ControllerReady condition carries that
+// report word for word. It returns the report's message and the condition.
+func kustomizationReported(t *testing.T, c *karpenter, claimed *claimedCluster, reason string) (string, map[string]any) {
+	t.Helper()
 	resources, _ := c.composed()
 	var reported map[string]any
 	c.wait(3*time.Minute, "kustomize-controller to report the controller's Kustomization "+reason, func() (bool, error) {
@@ -521,12 +535,75 @@ func kustomizationFailing(t *testing.T, c *karpenter, claimed *claimedCluster, w
 	msg, _ := reported["message"].(string)
 	cond := c.waitCondition("ControllerReady", "False", 2*time.Minute,
 		"controller-kustomization: Kustomization Ready=False ("+reason+"): "+msg)
-	want := throughStep(slices.IndexFunc(steps, func(s step) bool { return s.condition == "ControllerReady" }))
-	if got, _ := c.composed(); !equalSets(sortedKeys(got), want) {
-		t.Errorf("%s, the controller's Kustomization failing: composed %v, want exactly the steps through it %v", what, sortedKeys(got), want)
+	return msg, cond
+}
+
+// sourceAt points the claimed cluster's Flux source for c (the GitRepository the input names) at
+// branch of base, as a platform engineer's change of the GitOps repository would; "" deletes it.
+func sourceAt(t *testing.T, c *karpenter, claimed *claimedCluster, base *gitOpsBase, branch string) {
+	t.Helper()
+	source, err := gitRepository(platformInput(t, c.api), base)
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Logf("%s: kustomize-controller reports %q; ControllerReady=False after %.0fs: %v", what, msg, time.Since(start).Seconds(), cond["message"])
-	return msg
+	if branch == "" {
+		err = claimed.dyn.Resource(gitRepositoryGVR).Namespace(source.GetNamespace()).Delete(t.Context(), source.GetName(), metav1.DeleteOptions{})
+	} else {
+		_ = unstructured.SetNestedField(source.Object, branch, "spec", "ref", "branch")
+		err = claimed.apply(t.Context(), source)
+	}
+	if err != nil {
+		t.Fatalf("cannot point GitRepository %s/%s in %s at %q: %v", source.GetNamespace(), source.GetName(), claimed.name, branch, err)
+	}
+}
+
+// installedUIDs is what the claimed cluster holds of c, by what it is ("<resource name>" for
+// each object an Object applied, "<Kind> <name>" for the controller's HelmRelease and Deployment
+// and each pool and class): its UID, and whether it is being deleted.
+func installedUIDs(t *testing.T, c *karpenter, claimed *claimedCluster) map[string]string {
+	t.Helper()
+	ctx := t.Context()
+	out := map[string]string{}
+	mark := func(what string, o metav1.Object) {
+		uid := string(o.GetUID())
+		if o.GetDeletionTimestamp() != nil {
+			uid += " (being deleted)"
+		}
+		out[what] = uid
+	}
+	resources, _ := c.composed()
+	for _, name := range appliedObjects(resources) {
+		if remote, err := claimed.remote(ctx, resources[name]); err == nil && remote != nil {
+			mark(name, remote)
+		}
+	}
+	ns, _, _ := unstructured.NestedString(platformInput(t, c.api), "podIdentity", "namespace")
+	for _, gvr := range []schema.GroupVersionResource{helmReleaseGVR, {Group: "apps", Version: "v1", Resource: "deployments"}} {
+		if o, err := claimed.dyn.Resource(gvr).Namespace(ns).Get(ctx, "karpenter", metav1.GetOptions{}); err == nil {
+			mark(o.GetKind()+" karpenter", o)
+		}
+	}
+	for _, gvr := range []schema.GroupVersionResource{nodePoolGVR, ec2NodeClassGVR} {
+		l, err := claimed.dyn.Resource(gvr).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			continue
+		}
+		for i := range l.Items {
+			mark(l.Items[i].GetKind()+" "+l.Items[i].GetName(), &l.Items[i])
+		}
+	}
+	return out
+}
+
+// checkInstalledSurvived checks that the claimed cluster still holds every object of before
+// (installedUIDs), the same (UID), none being deleted.
+func checkInstalledSurvived(t *testing.T, when string, before, after map[string]string) {
+	t.Helper()
+	for _, what := range sortedKeys(before) {
+		if after[what] != before[what] {
+			t.Errorf("%s: the claimed cluster's %s was %s, is now %q", when, what, before[what], after[what])
+		}
+	}
 }
 
 // karpenter stands in for Karpenter's controller, which runs in the claimed cluster (its

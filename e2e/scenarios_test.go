@@ -767,22 +767,28 @@ func (c *karpenter) assertAccessCheckWithholds() {
 	}
 }
 
-// Scenario 4: a Ready resource turns unready once later steps exist — the role degrades and loses
-// its observed ARN, the controller's HelmRelease fails its health check. Nothing is deleted
-// from the API server, nothing is re-created, the association keeps the role's ARN, the claim
-// says what is wrong, and it recovers once they are Ready again.
+// Scenario 4: a Ready resource turns unready once later steps exist — the controller's
+// Kustomization fails, the role degrades and loses its observed ARN. Nothing is deleted from the
+// API server, nothing is re-created, the association keeps the role's ARN, nothing installed in
+// the claimed cluster goes, the claim says what is wrong, and it recovers once they are Ready
+// again. prod-eu is real (realClaimedClusters): the Kustomization fails as a platform's change
+// of its GitOps repository makes it fail, its source moved to a branch whose build fails on the
+// function's patches (renamedBranch), and the real kustomize-controller reports it.
 func TestUnreadyDeletesNothing(t *testing.T) {
 	timed(t)
+	claimed, _, base := realClaimedClusters(t, nil, "prod-eu")
+	eu := claimed["prod-eu"]
 	c := newKarpenter(t, claimAPI, "team-a", "karpenter", "prod-eu")
 	c.walkToReady()
 	before, usagesBefore := c.composed()
+	installed := installedUIDs(t, c, eu)
 	assoc := before["pod-identity-association"]
 	assocRole, _, _ := unstructured.NestedString(assoc.Object, "spec", "forProvider", "roleArn")
 
-	// The controller first: the claim names Flux's message. Then the role, which blocks every
+	// The controller first: the claim names Flux's report. Then the role, which blocks every
 	// later step: the claim then names the role and shows the later steps waiting on it.
-	c.report(want{state: unready, message: "HelmRelease/karpenter/karpenter status: 'Failed'"}, "controller-kustomization")
-	c.waitCondition(steps[3].condition, "False", react, "HelmRelease/karpenter/karpenter status: 'Failed'")
+	sourceAt(t, c, eu, base, renamedBranch)
+	kustomizationReported(t, c, eu, "BuildFailed")
 	c.waitCondition("Ready", "False", react)
 	// The role degrades, and the provider no longer observes its ARN either.
 	c.report(want{state: unready, message: "role is being replaced", dropARN: true}, "controller-role")
@@ -792,8 +798,9 @@ func TestUnreadyDeletesNothing(t *testing.T) {
 			t.Errorf("with the role unready, %s must be waiting for prerequisites, got %v", s.condition, cond)
 		}
 	}
-	// Let Crossplane reconcile a few more times on what it now observes.
-	time.Sleep(5 * time.Second)
+	// Let Crossplane reconcile a few more times on what it now observes, and provider-kubernetes
+	// re-read the unready Kustomization's Object.
+	time.Sleep(40 * time.Second)
 
 	after, usagesAfter := c.composed()
 	checkSurvived(t, "after a prerequisite turned unready", before, after)
@@ -804,22 +811,28 @@ func TestUnreadyDeletesNothing(t *testing.T) {
 	if got, _, _ := unstructured.NestedString(after["pod-identity-association"].Object, "spec", "forProvider", "roleArn"); got != assocRole {
 		t.Errorf("the association's roleArn changed while the role was unobserved: %q, was %q", got, assocRole)
 	}
+	checkInstalledSurvived(t, "after a prerequisite turned unready", installed, installedUIDs(t, c, eu))
 
-	c.markReady("controller-role", "controller-kustomization")
-	c.waitCondition("Ready", "True", react)
+	sourceAt(t, c, eu, base, "main")
+	c.markReady("controller-role")
+	c.waitCondition("Ready", "True", 3*time.Minute)
+	checkInstalledSurvived(t, "recovered", installed, installedUIDs(t, c, eu))
 }
 
 // A hostile change in AWS: someone adds "Action": "*" to the controller's role policy in the
-// console while the controller is not at its target (its HelmRelease failing), which is when the
-// function keeps the statements a new policy drops. AWS (the fake provider-aws) reports the
-// document with the statement; the document the function writes, as the API server holds the
-// RolePolicy's spec, never has it, so provider-aws puts back the function's own.
+// console while the controller is not at its target (its Kustomization failing: prod-eu is real,
+// its source moved to a branch whose build fails), which is when the function keeps the
+// statements a new policy drops. AWS (the fake provider-aws) reports the document with the
+// statement; the document the function writes, as the API server holds the RolePolicy's spec,
+// never has it, so provider-aws puts back the function's own.
 func TestOutOfBandStatementNotKept(t *testing.T) {
 	timed(t)
+	claimed, _, base := realClaimedClusters(t, nil, "prod-eu")
+	eu := claimed["prod-eu"]
 	c := newKarpenter(t, claimAPI, "team-a", "karpenter", "prod-eu")
 	c.walkToReady()
-	c.report(want{state: unready, message: "HelmRelease/karpenter/karpenter status: 'Failed'"}, "controller-kustomization")
-	c.waitCondition(steps[3].condition, "False", react, "HelmRelease/karpenter/karpenter status: 'Failed'")
+	sourceAt(t, c, eu, base, renamedBranch)
+	kustomizationReported(t, c, eu, "BuildFailed")
 	console := map[string]any{"Sid": "Console", "Effect": "Allow", "Action": "*", "Resource": "*"}
 	c.report(want{state: ready, outOfBand: console}, "controller-role-policy")
 	c.wait(react, "AWS reporting the console's statement", func() (bool, error) {
@@ -827,10 +840,10 @@ func TestOutOfBandStatementNotKept(t *testing.T) {
 		held, _, _ := unstructured.NestedString(res["controller-role-policy"].Object, "status", "atProvider", "policy")
 		return strings.Contains(held, `"Sid":"Console"`), nil
 	})
-	// A reconcile that observed it: the controller's new message on the claim comes from the
-	// same answer as the role policy's document Crossplane applied.
-	c.report(want{state: unready, message: "HelmRelease/karpenter/karpenter status: 'Failed' again"}, "controller-kustomization")
-	c.waitCondition(steps[3].condition, "False", react, "'Failed' again")
+	// A reconcile that observed it: the controller's new report on the claim (its source now
+	// missing) comes from the same answer as the role policy's document Crossplane applied.
+	sourceAt(t, c, eu, base, "")
+	kustomizationReported(t, c, eu, "ArtifactFailed")
 	res, _ := c.composed()
 	wrote, _, _ := unstructured.NestedString(res["controller-role-policy"].Object, "spec", "forProvider", "policy")
 	var doc struct{ Statement []map[string]any }
@@ -845,8 +858,9 @@ func TestOutOfBandStatementNotKept(t *testing.T) {
 	if !t.Failed() {
 		t.Logf("AWS reports the console's statement; the function writes its own %d, none of them that one", len(doc.Statement))
 	}
-	c.markReady("controller-role-policy", "controller-kustomization")
-	c.waitCondition("Ready", "True", react)
+	sourceAt(t, c, eu, base, "main")
+	c.markReady("controller-role-policy")
+	c.waitCondition("Ready", "True", 3*time.Minute)
 }
 
 // Scenario 6: deleting the claim (for prod-eu), or the namespaced XR (for prod-us), removes
