@@ -530,9 +530,11 @@ func assertNothingLocal(t *testing.T) {
 
 // Scenario 3: AWS refuses the role. The provider's message reaches the claim's step condition,
 // nothing of the next step is composed, and once the provider reports the role created the
-// sequence continues.
+// sequence continues. prod-eu is real (realClaimedClusters): the claim's lease is read there by
+// the real provider-kubernetes; nothing else reaches it.
 func TestProviderErrorOnRole(t *testing.T) {
 	timed(t)
+	realClaimedClusters(t, nil, "prod-eu")
 	c := newKarpenter(t, claimAPI, "team-a", "karpenter", "prod-eu")
 	c.waitComposed(throughStep(0), react)
 
