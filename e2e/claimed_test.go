@@ -357,7 +357,7 @@ func providerHealthy(ctx context.Context, p *proc) error {
 }
 
 // standIns plays, in the claimed cluster, the parts of a real one that cannot run here, and
-// nothing more, every 200ms until ctx ends: Karpenter's work on its objects (karpenter), and the
+// nothing more, every 500ms until ctx ends: Karpenter's work on its objects (karpenter), and the
 // kubelet's running of the final check's container (finalCheckKubelet).
 func (c *claimedCluster) standIns(ctx context.Context) {
 	for ctx.Err() == nil {
@@ -366,7 +366,7 @@ func (c *claimedCluster) standIns(ctx context.Context) {
 		c.accessCheckKubelet(ctx)
 		select {
 		case <-ctx.Done():
-		case <-time.After(200 * time.Millisecond):
+		case <-time.After(500 * time.Millisecond):
 		}
 	}
 	for _, run := range c.finalChecks {

@@ -239,8 +239,10 @@ func (c *controlPlane) report(failed bool) {
 	})
 }
 
-// waitFor polls cond every 200ms until it is true or timeout passes. An error from cond ends
-// the wait at once; a condition not met yet returns false and a nil error.
+// waitFor polls cond every 500ms until it is true or timeout passes. An error from cond ends
+// the wait at once; a condition not met yet returns false and a nil error. (Most conditions
+// list every composed kind of an XR: polled every 200ms, with the fake's own polls, they kept
+// the hub's API server the busiest process of a run, on two cores the shards share.)
 func waitFor(ctx context.Context, timeout time.Duration, what string, cond func() (bool, error)) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -255,7 +257,7 @@ func waitFor(ctx context.Context, timeout time.Duration, what string, cond func(
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("timed out after %s waiting for %s", timeout, what)
-		case <-time.After(200 * time.Millisecond):
+		case <-time.After(500 * time.Millisecond):
 		}
 	}
 }

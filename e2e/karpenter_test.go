@@ -380,6 +380,23 @@ func (c *karpenter) waitCondition(typ, status string, timeout time.Duration, con
 	return got
 }
 
+// settled waits until every resource c composed is Ready, as its provider reports it. With the
+// real provider-kubernetes, a request is Ready before its pools' observe-only Objects are: they
+// were composed before Flux applied the pools, and the provider reads them again on its 30 s
+// poll. A test that holds every resource to stay Ready starts from here.
+func (c *karpenter) settled() {
+	c.t.Helper()
+	c.wait(2*time.Minute, "every composed resource Ready", func() (bool, error) {
+		resources, _ := c.composed()
+		for _, r := range resources {
+			if conditionStatus(r, "Ready") != "True" {
+				return false, nil
+			}
+		}
+		return len(resources) > 0, nil
+	})
+}
+
 // annotate sets an annotation on what the tenant created, as the tenant would (kubectl
 // annotate). The function reads the XR's annotations: for a claim it waits until Crossplane has
 // propagated the claim's to its XR.

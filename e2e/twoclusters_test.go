@@ -52,6 +52,8 @@ func testTwoClusters(t *testing.T, a *api, claimed map[string]*claimedCluster) {
 	start := time.Now()
 	walkToReady(t, eu, us)
 	t.Logf("both %ss Ready in %.1fs", a.kind, time.Since(start).Seconds())
+	eu.settled()
+	us.settled()
 	// Each claimed cluster runs its own request's controller: installedByFlux holds its
 	// Deployment's ServiceAccount, CLUSTER_NAME and INTERRUPTION_QUEUE to the request's.
 	installedByFlux(t, eu, claimed["prod-eu"])
@@ -226,6 +228,7 @@ func TestOneKarpenterPerCluster(t *testing.T) {
 	checkLeaseOnly("refused")
 
 	walkToReady(t, holder)
+	holder.settled()
 	if !settled() {
 		t.Errorf("once the holder is Ready, still want it holding and the other refused:\n%s%s", holder.describe(), refused.describe())
 	}
