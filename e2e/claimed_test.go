@@ -407,7 +407,10 @@ func (c *claimedCluster) remote(ctx context.Context, o *unstructured.Unstructure
 // created are gone (their cleanups were registered later, so run first).
 func realClaimedClusters(t *testing.T, prepare func(*claimedCluster), names ...string) (map[string]*claimedCluster, *proc, *gitOpsBase) {
 	t.Helper()
-	ctx := t.Context()
+	// Not t.Context(), which ends before t's cleanups run: the stand-ins must go on playing
+	// Karpenter and the kubelets while the requests t created are deleted by theirs.
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel) // registered first, so run last
 	start := time.Now()
 	base, err := serveGitOpsBase(t.TempDir())
 	t.Cleanup(base.close)
