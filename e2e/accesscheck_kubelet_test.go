@@ -54,7 +54,7 @@ func (c *claimedCluster) accessCheckKubelet(ctx context.Context) {
 		live[p.UID] = true
 		run := c.accessChecks[p.UID]
 		switch {
-		case run == nil && p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil:
+		case run == nil && p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil && !c.checksHeld.Load():
 			run, err := c.runAccessCheck(ctx, p)
 			if err != nil {
 				fmt.Printf("e2e: claimed cluster %s: cannot run the access check's Pod %s: %v\n", c.name, p.Name, err)

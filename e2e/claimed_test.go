@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -51,6 +52,12 @@ type claimedCluster struct {
 	// refusal is how the cluster's AWS answers otherwise than a healthy account, for the access
 	// check Pods started from when it is set (refuse).
 	refusal atomic.Pointer[awsRefusal]
+	// checksHeld: the access check Pods that are Running stay so, their script not started, as a
+	// slow check would keep them (TestWalkToReady).
+	checksHeld atomic.Bool
+	// pools is what Karpenter reports of each NodePool's nodes and resources (karpenter): an
+	// empty pool when it holds none for the pool's name.
+	pools sync.Map // pool name → poolReport
 }
 
 var podGVR = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
@@ -301,8 +308,8 @@ func (c *claimedCluster) connect(ctx context.Context) error {
 // the hub, out of cluster. v1.3.1 always serves its Object conversion webhook (cmd/provider,
 // certificates from TLS_SERVER_CERTS_DIR): it gets a loopback certificate from the suite's CA,
 // and no CRD points at it (the suite serves the Object CRDs at their storage versions alone).
-// It returns once its health probe answers.
-func startProviderKubernetes(ctx context.Context) (*proc, error) {
+// args are more of its flags. It returns once its health probe answers.
+func startProviderKubernetes(ctx context.Context, args ...string) (*proc, error) {
 	bin := os.Getenv("E2E_PROVIDER_KUBERNETES")
 	if bin == "" {
 		return nil, fmt.Errorf("E2E_PROVIDER_KUBERNETES is not set: run the suite with `make e2e-test`")
@@ -325,9 +332,9 @@ func startProviderKubernetes(ctx context.Context) (*proc, error) {
 		}
 	}
 	health := fmt.Sprintf("127.0.0.1:%d", ports[1])
-	p, err := startProc(cp.logDir, "provider-kubernetes", []string{"KUBECONFIG=" + cp.kubeconfig, "TLS_SERVER_CERTS_DIR=" + certs}, bin,
-		"--debug", fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", ports[0]), "--health-probe-bind-addr="+health,
-		fmt.Sprintf("--webhook-port=%d", ports[2]))
+	flags := append([]string{"--debug", fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", ports[0]), "--health-probe-bind-addr=" + health,
+		fmt.Sprintf("--webhook-port=%d", ports[2])}, args...)
+	p, err := startProc(cp.logDir, "provider-kubernetes", []string{"KUBECONFIG=" + cp.kubeconfig, "TLS_SERVER_CERTS_DIR=" + certs}, bin, flags...)
 	if err != nil {
 		return nil, err
 	}
@@ -398,14 +405,22 @@ func (c *claimedCluster) remote(ctx context.Context, o *unstructured.Unstructure
 	return got, err
 }
 
+// claimedOptions say how realClaimedClusters starts what it starts.
+type claimedOptions struct {
+	// prepare, if not nil, is called on each cluster before its stand-ins start.
+	prepare func(*claimedCluster)
+	// poll is provider-kubernetes' --poll, how often it re-reads a Ready Object: its default
+	// (10m, cmd/provider/main.go) when zero.
+	poll time.Duration
+}
+
 // realClaimedClusters starts, for t, the claimed clusters named (each its own control plane with
 // its real Flux on one GitOps base, connected to the hub through the provider configs the
 // tenancy declares for it, with its stand-ins), then the real provider-kubernetes, and has the
 // fake stop playing provider-kubernetes meanwhile: from then on, the function's Objects are
-// applied and observed by the real provider in real clusters. prepare, if not nil, is called on
-// each cluster before its stand-ins start. Everything stops when t ends, after the requests t
-// created are gone (their cleanups were registered later, so run first).
-func realClaimedClusters(t *testing.T, prepare func(*claimedCluster), names ...string) (map[string]*claimedCluster, *proc, *gitOpsBase) {
+// applied and observed by the real provider in real clusters. Everything stops when t ends,
+// after the requests t created are gone (their cleanups were registered later, so run first).
+func realClaimedClusters(t *testing.T, o claimedOptions, names ...string) (map[string]*claimedCluster, *proc, *gitOpsBase) {
 	t.Helper()
 	// Not t.Context(), which ends before t's cleanups run: the stand-ins must go on playing
 	// Karpenter and the kubelets while the requests t created are deleted by theirs.
@@ -429,15 +444,19 @@ func realClaimedClusters(t *testing.T, prepare func(*claimedCluster), names ...s
 		if err := c.connect(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if prepare != nil {
-			prepare(c)
+		if o.prepare != nil {
+			o.prepare(c)
 		}
 		go c.standIns(ctx)
 		claimed[name] = c
 	}
 	fake.realObjects.Store(true)
 	t.Cleanup(func() { fake.realObjects.Store(false) })
-	provider, err := startProviderKubernetes(ctx)
+	var args []string
+	if o.poll != 0 {
+		args = append(args, "--poll="+o.poll.String())
+	}
+	provider, err := startProviderKubernetes(ctx, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -468,13 +487,13 @@ func realClaimedClusters(t *testing.T, prepare func(*claimedCluster), names ...s
 // retries it (accessCheckRetried).
 func TestRealProviderKubernetes(t *testing.T) {
 	timed(t)
-	claimed, provider, base := realClaimedClusters(t, func(c *claimedCluster) {
+	claimed, provider, base := realClaimedClusters(t, claimedOptions{prepare: func(c *claimedCluster) {
 		if c.name == "prod-us" {
 			// The namespaced XR's first access check Pod is admitted before EKS propagated
 			// the Pod Identity association (accessCheckRetried).
 			c.admittedEarly = firstPodOnly()
 		}
-	}, "prod-eu", "prod-us")
+	}}, "prod-eu", "prod-us")
 
 	forEachAPIAtOnce(t, func(t *testing.T, a *api) {
 		// One request per cluster: the claim for prod-eu, the namespaced XR for prod-us. (A
@@ -634,4 +653,55 @@ func (c *claimedCluster) waitUninstalled(t *testing.T, ns string) {
 	if err != nil {
 		t.Fatalf("%v; it holds %s", err, strings.Join(left, ", "))
 	}
+}
+
+// deny has the claimed cluster's API server refuse to create the objects of resource (in group)
+// named name (every one, when name is ""), as an organisation's admission policy would: a ValidatingAdmissionPolicy (admission
+// registration v1) and its binding, both named after what they deny. It returns what lifts the
+// refusal. The API server takes a policy in a second or so; deny returns once it refuses a dry
+// run of such an object, when probe (a valid object of the kind) is given.
+func (c *claimedCluster) deny(t *testing.T, group, resource, name, message string, probe *unstructured.Unstructured) (lift func()) {
+	t.Helper()
+	ctx := t.Context()
+	policyName, expression := "e2e-deny-"+resource, "false"
+	if name != "" {
+		policyName, expression = policyName+"-"+name, fmt.Sprintf("object.metadata.name != %q", name)
+	}
+	policy := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+		"metadata": map[string]any{"name": policyName},
+		"spec": map[string]any{
+			"failurePolicy": "Fail",
+			"matchConstraints": map[string]any{"resourceRules": []any{map[string]any{
+				"apiGroups": []any{group}, "apiVersions": []any{"*"}, "operations": []any{"CREATE"}, "resources": []any{resource}}}},
+			"validations": []any{map[string]any{"expression": expression, "message": message}},
+		},
+	}}
+	binding := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+		"metadata": map[string]any{"name": policyName},
+		"spec":     map[string]any{"policyName": policyName, "validationActions": []any{"Deny"}},
+	}}
+	for _, o := range []*unstructured.Unstructured{policy, binding} {
+		if err := c.apply(ctx, o); err != nil {
+			t.Fatalf("cannot deny %s %s in %s: %v", resource, name, c.name, err)
+		}
+	}
+	bindings := schema.GroupVersionResource{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingadmissionpolicybindings"}
+	lift = func() {
+		if err := c.dyn.Resource(bindings).Delete(context.Background(), policyName, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("cannot lift the refusal of %s %s in %s: %v", resource, name, c.name, err)
+		}
+	}
+	t.Cleanup(lift)
+	if probe != nil {
+		gvr := schema.GroupVersionResource{Group: group, Version: probe.GroupVersionKind().Version, Resource: resource}
+		if err := waitFor(ctx, time.Minute, "the claimed cluster refusing "+resource+" "+name, func() (bool, error) {
+			_, err := c.dyn.Resource(gvr).Namespace(probe.GetNamespace()).Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			return err != nil && strings.Contains(err.Error(), message), nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return lift
 }

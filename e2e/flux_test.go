@@ -14,6 +14,7 @@ import (
 	"io"
 	"io/fs"
 	"log"
+	"maps"
 	"net/http"
 	"net/http/cgi"
 	"net/http/httptest"
@@ -540,17 +541,21 @@ func kustomizationReported(t *testing.T, c *karpenter, claimed *claimedCluster, 
 
 // sourceAt points the claimed cluster's Flux source for c (the GitRepository the input names) at
 // branch of base, as a platform engineer's change of the GitOps repository would; "" deletes it.
+// (Not on t's context: a cleanup of t puts the source back.)
 func sourceAt(t *testing.T, c *karpenter, claimed *claimedCluster, base *gitOpsBase, branch string) {
 	t.Helper()
+	ctx := context.Background()
 	source, err := gitRepository(platformInput(t, c.api), base)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if branch == "" {
-		err = claimed.dyn.Resource(gitRepositoryGVR).Namespace(source.GetNamespace()).Delete(t.Context(), source.GetName(), metav1.DeleteOptions{})
+		if err = claimed.dyn.Resource(gitRepositoryGVR).Namespace(source.GetNamespace()).Delete(ctx, source.GetName(), metav1.DeleteOptions{}); apierrors.IsNotFound(err) {
+			err = nil
+		}
 	} else {
 		_ = unstructured.SetNestedField(source.Object, branch, "spec", "ref", "branch")
-		err = claimed.apply(t.Context(), source)
+		err = claimed.apply(ctx, source)
 	}
 	if err != nil {
 		t.Fatalf("cannot point GitRepository %s/%s in %s at %q: %v", source.GetNamespace(), source.GetName(), claimed.name, branch, err)
@@ -617,10 +622,11 @@ func checkInstalledSurvived(t *testing.T, when string, before, after map[string]
 //     StatusConditions, all True, Ready the root; CapacityReservationsReady too, as the chart's
 //     default reservedCapacity gate turns it on, cmd/controller/main.go); deleted, it keeps the
 //     finalizer while a NodeClaim refers to it (finalize);
-//   - a NodePool gets the status Karpenter's core reports of an empty pool (sigs.k8s.io/karpenter
-//     v1.15.0, the version nearest v1.15.2's v1.15.1 that the proxy serves,
-//     pkg/apis/v1/nodepool_status.go: no nodes, no resources, ValidationSucceeded and
-//     NodeClassReady True, Ready the root).
+//   - a NodePool gets the status Karpenter's core reports (sigs.k8s.io/karpenter v1.15.0, the
+//     version nearest v1.15.2's v1.15.1 that the proxy serves, pkg/apis/v1/nodepool_status.go:
+//     ValidationSucceeded and NodeClassReady True, Ready the root; its nodes and resources as
+//     pkg/controllers/nodepool/counter/controller.go counts them): of an empty pool, or of the
+//     nodes, CPU and memory a test says its nodes provide (pools).
 func (c *claimedCluster) karpenter(ctx context.Context) {
 	classes, err := c.dyn.Resource(ec2NodeClassGVR).List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -661,10 +667,19 @@ func (c *claimedCluster) karpenter(ctx context.Context) {
 	}
 	for i := range pools.Items {
 		pool := &pools.Items[i]
-		if pool.GetDeletionTimestamp() != nil || readyFor(pool) {
+		report := poolReport{cpu: "0", memory: "0"}
+		if r, ok := c.pools.Load(pool.GetName()); ok {
+			report = r.(poolReport)
+		}
+		// The counter's BaseResources, with what the pool's nodes provide
+		// (pkg/controllers/nodepool/counter/controller.go).
+		resources := map[string]any{"cpu": report.cpu, "memory": report.memory, "nodes": fmt.Sprint(report.nodes),
+			"pods": "0", "ephemeral-storage": "0"}
+		reported, _, _ := unstructured.NestedMap(pool.Object, "status", "resources")
+		if pool.GetDeletionTimestamp() != nil || readyFor(pool) && maps.Equal(reported, resources) {
 			continue
 		}
-		pool.Object["status"] = map[string]any{"nodes": int64(0), "resources": map[string]any{"cpu": "0", "memory": "0", "nodes": "0"},
+		pool.Object["status"] = map[string]any{"nodes": report.nodes, "resources": resources,
 			"conditions": karpenterConditions(pool, "ValidationSucceeded", "NodeClassReady")}
 		_, _ = c.dyn.Resource(nodePoolGVR).UpdateStatus(ctx, pool, metav1.UpdateOptions{})
 	}

@@ -14,9 +14,9 @@ import (
 // Composition's input.monitoring.nearLimitsRatio, 0.9).
 const poolsCondition = "PoolsWithinLimits"
 
-// poolsWithin is what the claimed cluster's Karpenter reports of each pool in TestWalkToReady,
-// well within the limits the nodes Kustomization sets for prod-eu's pools (private: cpu 100,
-// memory 400Gi; public: cpu 32, memory 128Gi), which the fake provider reports as the NodePools'.
+// poolsWithin is what the claimed cluster's Karpenter (its stand-in) reports of each pool in
+// TestWalkToReady, well within the limits the nodes Kustomization sets for prod-eu's pools
+// (private: cpu 100, memory 400Gi; public: cpu 32, memory 128Gi), as Flux applies them.
 var poolsWithin = map[string]poolReport{
 	"private": {nodes: 2, cpu: "8", memory: "32Gi"},
 	"public":  {nodes: 1, cpu: "4", memory: "16Gi"},

@@ -161,14 +161,6 @@ type want struct {
 	state   state
 	message string // the provider's or Flux's message, for failing and unready
 	dropARN bool   // unready only: the provider no longer observes the resource's ARN
-	// pool is, for an observe-only Object of a NodePool, what the claimed cluster's Karpenter
-	// reports of the pool once it exists: nil reports an empty pool (no node, nothing used).
-	pool *poolReport
-	// nodeClaims is, for the Object observing an EC2NodeClass, how many NodeClaims still use
-	// the class in the claimed cluster: Karpenter's finalizer keeps the class while any does
-	// (and their instances run), so the Object, which deletes the class, stays while it is
-	// deleted.
-	nodeClaims int
 	// outOfBand is, for a Ready RolePolicy, a statement someone added to the document in AWS
 	// beside what the provider last gave it (in the console, say): AWS reports both.
 	outOfBand map[string]any
@@ -259,7 +251,7 @@ func (f *fakeProvider) run(ctx context.Context) {
 				if k.kind == "Object" && f.realObjects.Load() {
 					continue
 				}
-				if k.finalizer != "" && !f.classHeld(u) {
+				if k.finalizer != "" {
 					f.reconcileFinalizer(ctx, k, u)
 				}
 				w, ok := f.wantFor(u)
@@ -703,25 +695,12 @@ func observeOnly(u *unstructured.Unstructured) bool {
 	return !scope.AppliesManifest(policies)
 }
 
-// classHeld tells whether a deleted Object observing an EC2NodeClass is still held: its
-// managementPolicies hold Delete, so provider-kubernetes deleted the class and keeps the Object
-// until a Get finds the class no more (provider-kubernetes v1.4.1
-// internal/controller/cluster/object/object.go), and the test says NodeClaims still use it.
-func (f *fakeProvider) classHeld(u *unstructured.Unstructured) bool {
-	if u.GetKind() != "Object" || u.GetDeletionTimestamp() == nil {
-		return false
-	}
-	policies, _, _ := unstructured.NestedStringSlice(u.Object, "spec", "managementPolicies")
-	kind, _, _ := unstructured.NestedString(u.Object, "spec", "forProvider", "manifest", "kind")
-	w, _ := f.wantFor(u)
-	return kind == "EC2NodeClass" && slices.Contains(policies, "Delete") && w.nodeClaims > 0
-}
-
 // observeOnlyStatus is what provider-kubernetes reports of an observe-only Object: it never
 // creates the object, it reads it from the claimed cluster. Of a NodePool, the claimed cluster
 // holds one once its Flux applied the nodes Kustomization (the test made that Object Ready):
 // spec.limits as the Kustomization's patch for that pool sets them, and the status its Karpenter
-// reports (w.pool: nodes and the CPU and memory they provide; an empty pool when nil); Ready and
+// reports of an empty pool (the tests that report a pool's use run a real claimed cluster:
+// TestWalkToReady); Ready and
 // Synced True (no readiness policy: SuccessfulCreate). Of an EC2NodeClass likewise, once applied,
 // as Karpenter's validation leaves it (ValidationSucceeded True). The kube-system Namespace (a lease's)
 // always exists. Until then, or of any other kind, the
@@ -762,9 +741,6 @@ func (f *fakeProvider) observeOnlyStatus(u *unstructured.Unstructured, manifest 
 		return absent // the Kustomization applies no NodePool of that name
 	}
 	report := poolReport{cpu: "0", memory: "0"}
-	if w.pool != nil {
-		report = *w.pool
-	}
 	obj := (&unstructured.Unstructured{Object: manifest}).DeepCopy()
 	obj.SetUID(types.UID("remote-" + string(u.GetUID())))
 	obj.SetResourceVersion("1")

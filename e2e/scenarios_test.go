@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"path/filepath"
@@ -69,13 +70,65 @@ func pendingIn(message string) []string {
 // wait for it, the request does. Meanwhile the pools the claimed cluster's Karpenter reports show
 // in status.pools and PoolsWithinLimits (Unknown before any NodePool exists), within their limits,
 // then one near them: PoolsWithinLimits turns False naming it, and the request still goes Ready.
+//
+// prod-eu is a real claimed cluster (realClaimedClusters). The fake provider-aws holds an AWS
+// resource unready; what holds an Object is what would hold it in a real cluster, each lifted
+// when the walk comes to it: an organisation's admission policy refusing the controller's
+// namespace (deny), the access check's script not started yet (checksHeld), the platform's
+// GitOps source missing (the controller's Kustomization), the monitoring's namespace missing
+// (the monitoring Kustomization, which kustomize-controller tries again after retryInterval),
+// an admission policy refusing every NodePool (the nodes Kustomization). The pools'
+// usage is what Karpenter's stand-in reports; provider-kubernetes re-reads a Ready Object every
+// 20 s here (--poll; its default, 10m, would show a pool's change that much later).
 func TestWalkToReady(t *testing.T) {
 	timed(t)
-	forEachAPI(t, testWalkToReady)
+	claimed, _, base := realClaimedClusters(t, claimedOptions{poll: 20 * time.Second}, "prod-eu")
+	forEachAPI(t, func(t *testing.T, a *api) { testWalkToReady(t, a, claimed["prod-eu"], base) })
 }
 
-func testWalkToReady(t *testing.T, a *api) {
+func testWalkToReady(t *testing.T, a *api, eu *claimedCluster, base *gitOpsBase) {
+	input := platformInput(t, a)
+	ns, _, _ := unstructured.NestedString(input, "podIdentity", "namespace")
+	monitoring, _, _ := unstructured.NestedString(input, "monitoring", "namespace")
+	// The API before this one walked in the same cluster.
+	eu.waitUninstalled(t, ns)
+	eu.pools.Clear()
+	probe := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": ns}}}
+	liftNamespace := eu.deny(t, "", "namespaces", ns, "e2e: an admission policy holds namespace "+ns, probe)
+	liftPools := eu.deny(t, "karpenter.sh", "nodepools", "", "e2e: an admission policy holds every NodePool", nil)
+	eu.checksHeld.Store(true)
+	t.Cleanup(func() { eu.checksHeld.Store(false) })
+	if err := eu.kube.CoreV1().Namespaces().Delete(t.Context(), monitoring, metav1.DeleteOptions{}); err != nil {
+		t.Fatalf("cannot delete the monitoring namespace %s of %s: %v", monitoring, eu.name, err)
+	}
+	ensureMonitoring := func() {
+		if err := waitFor(context.Background(), 2*time.Minute, "the monitoring namespace "+monitoring+" back", func() (bool, error) {
+			return eu.ensureNamespace(context.Background(), monitoring) == nil, nil
+		}); err != nil {
+			t.Error(err)
+		}
+	}
+	t.Cleanup(ensureMonitoring)
 	c := newKarpenter(t, a, "team-a", "karpenter", "prod-eu")
+	sourceAt(t, c, eu, base, "")
+	t.Cleanup(func() { sourceAt(t, c, eu, base, "main") })
+	// What lifts the hold of each Object the walk holds last in its round.
+	release := map[string]func(){
+		"controller-namespace":     liftNamespace,
+		accessCheck:                func() { eu.checksHeld.Store(false) },
+		"controller-kustomization": func() { sourceAt(t, c, eu, base, "main") },
+		"monitoring-kustomization": ensureMonitoring,
+		"nodes-kustomization":      liftPools,
+	}
+	letGo := func(names ...string) {
+		for _, n := range names {
+			if f, ok := release[n]; ok {
+				f()
+			} else {
+				c.markReady(n)
+			}
+		}
+	}
 
 	var besides []int // the steps beside the others, left unready while the later steps walk
 	for i, s := range steps {
@@ -124,20 +177,20 @@ func testWalkToReady(t *testing.T, a *api) {
 					t.Errorf("with no NodePool applied, %s must be Unknown/NotObservedYet, got %v", poolsCondition, cond)
 				}
 				for pool, rep := range poolsWithin {
-					fake.set(c.xr, "observe-nodepool-"+pool, want{state: ready, pool: &rep})
+					eu.pools.Store(pool, rep)
 				}
 			}
 			if s.beside {
 				continue
 			}
-			c.markReady(last)
+			letGo(last)
 		}
 		if s.beside {
 			besides = append(besides, i)
 			t.Logf("step %d (%s): %d resources appeared in %.1fs; left unready while the next steps walk", i+1, s.condition, len(stepNames(i)), time.Since(start).Seconds())
 			continue
 		}
-		c.waitCondition(s.condition, "True", react)
+		c.waitCondition(s.condition, "True", converge)
 		t.Logf("step %d (%s): %d resources appeared and became Ready in %.1fs", i+1, s.condition, len(stepNames(i)), time.Since(start).Seconds())
 	}
 
@@ -154,7 +207,7 @@ func testWalkToReady(t *testing.T, a *api) {
 	// observing holds nothing back.
 	near := poolsWithin["private"]
 	near.cpu = "95"
-	fake.set(c.xr, "observe-nodepool-private", want{state: ready, pool: &near})
+	eu.pools.Store("private", near)
 	wantNearPools := clonePools(wantPoolsWithin)
 	wantNearPools["private"].(map[string]any)["cpu"] = map[string]any{"used": "95", "limit": "100", "percent": int64(95)}
 	assertPools(t, c, "False", "NearLimits", "at or above 0.9 of their limits, Karpenter will soon launch no more nodes: private: cpu 95 of 100 (95%)", wantNearPools)
@@ -163,8 +216,8 @@ func testWalkToReady(t *testing.T, a *api) {
 	}
 	t.Logf("pools observed within, then near their limits, in %.1fs", time.Since(start).Seconds())
 	for _, i := range besides {
-		c.markReady(stepNames(i)...)
-		c.waitCondition(steps[i].condition, "True", react)
+		letGo(stepNames(i)...)
+		c.waitCondition(steps[i].condition, "True", converge)
 	}
 	c.waitCondition("Ready", "True", react)
 	got := c.get()
@@ -534,7 +587,7 @@ func assertNothingLocal(t *testing.T) {
 // the real provider-kubernetes; nothing else reaches it.
 func TestProviderErrorOnRole(t *testing.T) {
 	timed(t)
-	realClaimedClusters(t, nil, "prod-eu")
+	realClaimedClusters(t, claimedOptions{}, "prod-eu")
 	c := newKarpenter(t, claimAPI, "team-a", "karpenter", "prod-eu")
 	c.waitComposed(throughStep(0), react)
 
@@ -585,7 +638,7 @@ func TestProviderErrorOnRole(t *testing.T) {
 // 000's race does) shared between them.
 func TestAccessCheckFails(t *testing.T) {
 	timed(t)
-	claimed, _, _ := realClaimedClusters(t, nil, "prod-eu", "prod-us")
+	claimed, _, _ := realClaimedClusters(t, claimedOptions{}, "prod-eu", "prod-us")
 	forEachAPIAtOnce(t, func(t *testing.T, a *api) {
 		if a.namespaced {
 			testAccessCheckFails(t, newKarpenterFrom(t, a, "team-b", "karpenter", onProdUS), claimed["prod-us"], "us-east-1",
@@ -778,7 +831,7 @@ func (c *karpenter) assertAccessCheckWithholds() {
 // function's patches (renamedBranch), and the real kustomize-controller reports it.
 func TestUnreadyDeletesNothing(t *testing.T) {
 	timed(t)
-	claimed, _, base := realClaimedClusters(t, nil, "prod-eu")
+	claimed, _, base := realClaimedClusters(t, claimedOptions{}, "prod-eu")
 	eu := claimed["prod-eu"]
 	c := newKarpenter(t, claimAPI, "team-a", "karpenter", "prod-eu")
 	c.walkToReady()
@@ -829,7 +882,7 @@ func TestUnreadyDeletesNothing(t *testing.T) {
 // never has it, so provider-aws puts back the function's own.
 func TestOutOfBandStatementNotKept(t *testing.T) {
 	timed(t)
-	claimed, _, base := realClaimedClusters(t, nil, "prod-eu")
+	claimed, _, base := realClaimedClusters(t, claimedOptions{}, "prod-eu")
 	eu := claimed["prod-eu"]
 	c := newKarpenter(t, claimAPI, "team-a", "karpenter", "prod-eu")
 	c.walkToReady()
@@ -879,7 +932,7 @@ func TestOutOfBandStatementNotKept(t *testing.T) {
 // so the controller, for 20 s (holdByNodeClaim).
 func TestDeletion(t *testing.T) {
 	timed(t)
-	claimed, _, _ := realClaimedClusters(t, nil, "prod-eu", "prod-us")
+	claimed, _, _ := realClaimedClusters(t, claimedOptions{}, "prod-eu", "prod-us")
 	// Each API on a cluster of its own (prod-eu from team-a, prod-us from team-b), so both run at
 	// once.
 	forEachAPIAtOnce(t, func(t *testing.T, a *api) {

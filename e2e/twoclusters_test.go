@@ -32,7 +32,7 @@ import (
 // prod-us's request uninstalls it from prod-us alone, and prod-eu's install stays as it was.
 func TestTwoClusters(t *testing.T) {
 	timed(t)
-	claimed, _, _ := realClaimedClusters(t, nil, "prod-eu", "prod-us")
+	claimed, _, _ := realClaimedClusters(t, claimedOptions{}, "prod-eu", "prod-us")
 	forEachAPI(t, func(t *testing.T, a *api) { testTwoClusters(t, a, claimed) })
 }
 
@@ -182,7 +182,7 @@ func testTwoClusters(t *testing.T, a *api, claimed map[string]*claimedCluster) {
 // reads and, deleting a lease, leaves alone; the holder is installed there by its real Flux.
 func TestOneKarpenterPerCluster(t *testing.T) {
 	timed(t)
-	claimed, _, _ := realClaimedClusters(t, nil, "prod-eu")
+	claimed, _, _ := realClaimedClusters(t, claimedOptions{}, "prod-eu")
 	kubeSystem := func() (*corev1.Namespace, error) {
 		return claimed["prod-eu"].kube.CoreV1().Namespaces().Get(context.Background(), metav1.NamespaceSystem, metav1.GetOptions{})
 	}
