@@ -6,7 +6,7 @@
 // The tests play provider-aws; those that start claimed clusters (realClaimedClusters:
 // TestRealProviderKubernetes, TestTwoClusters, TestDeletion, TestAccessCheckFails,
 // TestUnreadyDeletesNothing, TestOutOfBandStatementNotKept, TestProviderErrorOnRole,
-// TestOneKarpenterPerCluster) run the real provider-kubernetes against them, each cluster with
+// TestOneKarpenterPerCluster, TestWalkToReady) run the real provider-kubernetes against them, each cluster with
 // its real Flux and kwok's nodes; the others play provider-kubernetes and the claimed clusters
 // too. They carry the build tag e2e and run with `make e2e-test`.
 package e2e
