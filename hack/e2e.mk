@@ -98,7 +98,7 @@ e2e-tools: $(E2E_BINARIES) ## Build the end-to-end control plane binaries (cache
 # The function is rebuilt from the working tree every run as its package builds it
 # (FUNCTION_GO_BUILD, hack/package.mk), which Go's build cache makes cheap. go vet compiles the
 # suite's dependencies once before the shards start, which would otherwise each compile them at
-# once (a cold cache's four concurrent compiles of the same ~500 packages); each shard still
+# once (a cold cache's five concurrent compiles of the same ~500 packages); each shard still
 # compiles the suite's own package and links it.
 # The CRDs come from module zips, located in the Go module cache (downloaded if missing):
 # provider-aws at the version the main go.mod requires, provider-kubernetes at the version
@@ -111,15 +111,17 @@ E2E_FUNCTION := $(CACHE)/e2e/function
 # The AWS behind the claimed clusters' access check Pods: internal/cluster's test binary, which
 # is a stand-in for the AWS CLI when it is called aws (internal/cluster/fakeaws_test.go).
 E2E_FAKE_AWS := $(CACHE)/e2e/fake-aws/aws
-# The suite runs as four go test processes at once (hack/e2e-shards.sh), each with a control
-# plane of its own: the first three shards hold the tests named here, the last every other test.
-# They are balanced by the tests' times in docs/performance.md (the tests that start real claimed
-# clusters take 5 to 15 minutes each); a new test lands in the last.
-E2E_SHARDS := '^(TestTwoClusters|TestFaults)$$' \
-  '^(TestRealProviderKubernetes|TestAccessCheckFails|TestProviderErrorOnRole)$$' \
-  '^(TestDeletion|TestUnreadyDeletesNothing|TestOutOfBandStatementNotKept)$$'
-# A shard's go test timeout: the longest shard takes about 31 minutes on a 2-core machine
-# (docs/performance.md), the whole suite one after the other about 60; room for a slow day.
+# The suite runs as five go test processes at once (hack/e2e-shards.sh), each with a control
+# plane of its own: the first four shards hold the tests named here, the last every other test.
+# They are balanced by the tests' times in docs/performance.md (a test that starts real claimed
+# clusters takes 5 to 16 minutes; TestFaults, alone in the last shard with the quick refusals,
+# about 20); a new test lands in the last.
+E2E_SHARDS := '^(TestTwoClusters|TestProviderErrorOnRole)$$' \
+  '^(TestWalkToReady|TestOneKarpenterPerCluster)$$' \
+  '^(TestRealProviderKubernetes|TestDeletion|TestLoad)$$' \
+  '^(TestAccessCheckFails|TestUnreadyDeletesNothing|TestOutOfBandStatementNotKept)$$'
+# A shard's go test timeout: the longest shard takes about 25 minutes on a 2-core machine
+# (docs/performance.md); room for a slow day.
 E2E_TIMEOUT ?= 75m
 # Parallel subtests (refusals, one API per cluster) wait on the control plane, not on a CPU:
 # go test's default, GOMAXPROCS, would run two at a time on a small CI machine.
