@@ -88,9 +88,7 @@ func (f fault) midUpgrade(t *testing.T, c *karpenter) {
 	t.Helper()
 	before, _ := c.composed()
 	c.report(want{state: unready, message: "HelmRelease/karpenter/karpenter status: 'Progressing'"}, "controller-kustomization")
-	claim := c.get()
-	_ = unstructured.SetNestedField(claim.Object, "1.15.0", "spec", "version")
-	if err := c.update(claim); err != nil {
+	if err := c.setVersion("1.15.0"); err != nil {
 		t.Fatalf("cannot upgrade the claim: %v", err)
 	}
 	c.waitBuiltFor("controller-kustomization", "1.15.0", converge)

@@ -1045,9 +1045,7 @@ func upgradedByFlux(t *testing.T, c *karpenter, claimed *claimedCluster, to stri
 			}
 		}
 	}()
-	u := c.get()
-	_ = unstructured.SetNestedField(u.Object, to, "spec", "version")
-	if err := c.update(u); err != nil {
+	if err := c.setVersion(to); err != nil {
 		close(stop)
 		t.Fatalf("cannot upgrade to %s: %v", to, err)
 	}
@@ -1107,9 +1105,7 @@ func upgradedByFlux(t *testing.T, c *karpenter, claimed *claimedCluster, to stri
 	installedByFlux(t, c, claimed)
 
 	// Back to from: refused at spec.version, and the claimed cluster keeps to's release.
-	u = c.get()
-	_ = unstructured.SetNestedField(u.Object, from, "spec", "version")
-	if err := c.update(u); err != nil {
+	if err := c.setVersion(from); err != nil {
 		t.Fatalf("cannot change the request: %v", err)
 	}
 	// Three minutes: with Crossplane's watch circuit breaker open for this XR (many composed
@@ -1127,9 +1123,7 @@ func upgradedByFlux(t *testing.T, c *karpenter, claimed *claimedCluster, to stri
 	}
 	// The request goes back to the version it runs, as a tenant would, before it is deleted. (A
 	// refusal leaves Ready as it was: what changes back is Accepted.)
-	u = c.get()
-	_ = unstructured.SetNestedField(u.Object, to, "spec", "version")
-	if err := c.update(u); err != nil {
+	if err := c.setVersion(to); err != nil {
 		t.Fatalf("cannot change the request: %v", err)
 	}
 	c.waitCondition("Accepted", "True", 3*time.Minute)

@@ -302,6 +302,20 @@ func (c *karpenter) update(u *unstructured.Unstructured) error {
 	return err
 }
 
+// setVersion sets the request's spec.version as a tenant would (kubectl edit): read, change,
+// write, and again when a write of Crossplane's came in between (a conflict).
+func (c *karpenter) setVersion(v string) error {
+	var err error
+	for range 5 {
+		u := c.get()
+		_ = unstructured.SetNestedField(u.Object, v, "spec", "version")
+		if err = c.update(u); !apierrors.IsConflict(err) {
+			return err
+		}
+	}
+	return err
+}
+
 func (c *karpenter) exists() bool {
 	_, err := cp.dyn.Resource(c.api.tenant).Namespace(c.ns).Get(c.ctx, c.name, metav1.GetOptions{})
 	return !apierrors.IsNotFound(err)
