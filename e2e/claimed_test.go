@@ -414,6 +414,13 @@ type claimedOptions struct {
 	poll time.Duration
 }
 
+// realClaimedFailing is for the tests in which what provider-kubernetes observed of a Ready
+// Object changes in the claimed cluster (a Kustomization failing, a pool's use): the provider
+// re-reads it every 20 s, where its default, 10 minutes (--poll, cmd/provider/main.go), would
+// have the request learn it up to 11 minutes later. A platform that wants to hear of it sooner
+// sets --poll so too (docs/operating.md).
+var realClaimedFailing = claimedOptions{poll: 20 * time.Second}
+
 // realClaimedClusters starts, for t, the claimed clusters named (each its own control plane with
 // its real Flux on one GitOps base, connected to the hub through the provider configs the
 // tenancy declares for it, with its stand-ins), then the real provider-kubernetes, and has the

@@ -82,7 +82,7 @@ func pendingIn(message string) []string {
 // 20 s here (--poll; its default, 10m, would show a pool's change that much later).
 func TestWalkToReady(t *testing.T) {
 	timed(t)
-	claimed, _, base := realClaimedClusters(t, claimedOptions{poll: 20 * time.Second}, "prod-eu")
+	claimed, _, base := realClaimedClusters(t, realClaimedFailing, "prod-eu")
 	forEachAPI(t, func(t *testing.T, a *api) { testWalkToReady(t, a, claimed["prod-eu"], base) })
 }
 
@@ -828,10 +828,12 @@ func (c *karpenter) assertAccessCheckWithholds() {
 // the claimed cluster goes, the claim says what is wrong, and it recovers once they are Ready
 // again. prod-eu is real (realClaimedClusters): the Kustomization fails as a platform's change
 // of its GitOps repository makes it fail, its source moved to a branch whose build fails on the
-// function's patches (renamedBranch), and the real kustomize-controller reports it.
+// function's patches (renamedBranch), and the real kustomize-controller reports it. A Ready
+// Object is re-read by provider-kubernetes at its poll interval alone (10 minutes by default):
+// here every 20 s (realClaimedFailing).
 func TestUnreadyDeletesNothing(t *testing.T) {
 	timed(t)
-	claimed, _, base := realClaimedClusters(t, claimedOptions{}, "prod-eu")
+	claimed, _, base := realClaimedClusters(t, realClaimedFailing, "prod-eu")
 	eu := claimed["prod-eu"]
 	c := newKarpenter(t, claimAPI, "team-a", "karpenter", "prod-eu")
 	c.walkToReady()
@@ -882,7 +884,7 @@ func TestUnreadyDeletesNothing(t *testing.T) {
 // never has it, so provider-aws puts back the function's own.
 func TestOutOfBandStatementNotKept(t *testing.T) {
 	timed(t)
-	claimed, _, base := realClaimedClusters(t, claimedOptions{}, "prod-eu")
+	claimed, _, base := realClaimedClusters(t, realClaimedFailing, "prod-eu")
 	eu := claimed["prod-eu"]
 	c := newKarpenter(t, claimAPI, "team-a", "karpenter", "prod-eu")
 	c.walkToReady()
