@@ -469,37 +469,16 @@ func gitRepository(input map[string]any, base *gitOpsBase) (*unstructured.Unstru
 // Kustomizations name), and the walk goes on.
 func brokenSource(t *testing.T, c *karpenter, claimed *claimedCluster, base *gitOpsBase) (atController func()) {
 	t.Helper()
-	ctx := t.Context()
-	input := platformInput(t, c.api)
-	source, err := gitRepository(input, base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sources := claimed.dyn.Resource(gitRepositoryGVR).Namespace(source.GetNamespace())
-	if err := sources.Delete(ctx, source.GetName(), metav1.DeleteOptions{}); err != nil {
-		t.Fatalf("cannot delete GitRepository %s/%s in %s: %v", source.GetNamespace(), source.GetName(), claimed.name, err)
-	}
-	if err := waitFor(ctx, time.Minute, "the GitRepository gone", func() (bool, error) {
-		_, err := sources.Get(ctx, source.GetName(), metav1.GetOptions{})
-		return apierrors.IsNotFound(err), nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	sourceAt(t, c, claimed, base, "")
 	return func() {
 		t.Helper()
 		kustomizationFailing(t, c, claimed, "the source missing", "ArtifactFailed")
-		renamed := source.DeepCopy()
-		_ = unstructured.SetNestedField(renamed.Object, renamedBranch, "spec", "ref", "branch")
-		if err := claimed.apply(ctx, renamed); err != nil {
-			t.Fatal(err)
-		}
+		sourceAt(t, c, claimed, base, renamedBranch)
 		msg := kustomizationFailing(t, c, claimed, "the base's HelmRelease renamed", "BuildFailed")
 		if !strings.Contains(msg, "HelmRelease") || !strings.Contains(msg, "karpenter") {
 			t.Errorf("the build over the renamed HelmRelease failed, but not on the HelmRelease karpenter: %s", msg)
 		}
-		if err := claimed.apply(ctx, source); err != nil {
-			t.Fatal(err)
-		}
+		sourceAt(t, c, claimed, base, "main")
 	}
 }
 
@@ -550,8 +529,16 @@ func sourceAt(t *testing.T, c *karpenter, claimed *claimedCluster, base *gitOpsB
 		t.Fatal(err)
 	}
 	if branch == "" {
-		if err = claimed.dyn.Resource(gitRepositoryGVR).Namespace(source.GetNamespace()).Delete(ctx, source.GetName(), metav1.DeleteOptions{}); apierrors.IsNotFound(err) {
+		// Deleted, and gone: source-controller's finalizer goes first.
+		sources := claimed.dyn.Resource(gitRepositoryGVR).Namespace(source.GetNamespace())
+		if err = sources.Delete(ctx, source.GetName(), metav1.DeleteOptions{}); apierrors.IsNotFound(err) {
 			err = nil
+		}
+		if err == nil {
+			err = waitFor(ctx, time.Minute, "the GitRepository gone", func() (bool, error) {
+				_, err := sources.Get(ctx, source.GetName(), metav1.GetOptions{})
+				return apierrors.IsNotFound(err), nil
+			})
 		}
 	} else {
 		_ = unstructured.SetNestedField(source.Object, branch, "spec", "ref", "branch")
