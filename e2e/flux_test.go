@@ -431,10 +431,18 @@ func (c *claimedCluster) startFlux(ctx context.Context, base *gitOpsBase) error 
 			return err
 		}
 	}
-	return waitFor(ctx, 2*time.Minute, "GitRepository "+sourceNS+"/"+name+" Ready", func() (bool, error) {
+	var ready map[string]any
+	err = waitFor(ctx, 2*time.Minute, "GitRepository "+sourceNS+"/"+name+" Ready", func() (bool, error) {
 		u, err := c.dyn.Resource(gitRepositoryGVR).Namespace(sourceNS).Get(ctx, name, metav1.GetOptions{})
-		return err == nil && conditionStatus(u, "Ready") == "True", nil
+		if err == nil {
+			ready = condition(u, "Ready")
+		}
+		return ready["status"] == "True", nil
 	})
+	if err != nil {
+		return fmt.Errorf("%w (its Ready condition: %v; source-controller's log: %s)", err, ready, c.procs[len(c.procs)-len(fluxControllers)].log)
+	}
+	return nil
 }
 
 // gitRepository is the Flux source the shipped input names (flux.sourceRef, in flux.namespace

@@ -7,12 +7,15 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -124,17 +127,59 @@ func runProc(logDir, name string, env []string, timeout time.Duration, bin strin
 	}
 }
 
-// freePort asks the kernel for a free port on loopback.
+// freePort returns a loopback port no one listens on, below the kernel's ephemeral range.
+//
+// A port the kernel hands to a listener on port 0 is in net.ipv4.ip_local_port_range, the range
+// it also picks the local port of every outgoing connection from (Documentation/networking/
+// ip-sysctl.rst, ip_local_port_range). Between this check and the process that binds it, any
+// connection of the run (hundreds, between the clusters' components) could take such a port: a
+// source-controller then ran without its artifact server ("bind: address already in use") and
+// its source never got Ready. Below that range only a listener can take the port, and the
+// ports this process handed out are not handed out twice.
 func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
+	low, first := ephemeralLow(), lowestPort
+	portsMu.Lock()
+	defer portsMu.Unlock()
+	for range 1000 {
+		port := first + rand.IntN(low-first)
+		if handedOut[port] {
+			continue
+		}
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			continue
+		}
+		l.Close()
+		handedOut[port] = true
+		return port, nil
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return 0, fmt.Errorf("no free loopback port between %d and %d", first, low)
 }
 
-// freePorts returns n free loopback ports.
+// lowestPort is the lowest port freePort hands out, above the well-known and registered ports
+// commonly listened on.
+const lowestPort = 10000
+
+var (
+	portsMu   sync.Mutex
+	handedOut = map[int]bool{}
+)
+
+// ephemeralLow is the first port of the kernel's ephemeral range (32768 when it cannot be read,
+// Linux's default).
+func ephemeralLow() int {
+	low := 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if n, err := strconv.Atoi(f[0]); err == nil && n > lowestPort+1000 {
+				low = n
+			}
+		}
+	}
+	return low
+}
+
+// freePorts returns n free loopback ports (freePort).
 func freePorts(n int) ([]int, error) {
 	ports := make([]int, n)
 	for i := range ports {
