@@ -613,7 +613,11 @@ func testRealProviderKubernetes(t *testing.T, c *karpenter, claimed *claimedClus
 		upgradedByFlux(t, c, claimed, to)
 		wait = holdByNodeClaim(t, c, claimed, 20*time.Second)
 	}
-	uninstallPastAnInstance(t, c, claimed, faults)
+	var outages []claimedOutage
+	if faults != nil {
+		outages = faults.outages(t)
+	}
+	uninstallPastAnInstance(t, c, claimed, outages)
 	wait()
 	for _, name := range applied {
 		if remote, err := claimed.remote(ctx, resources[name]); err != nil || remote != nil {
@@ -669,8 +673,20 @@ func (c *claimedCluster) waitUninstalled(t *testing.T, ns string) {
 // run of such an object, when probe (a valid object of the kind) is given.
 func (c *claimedCluster) deny(t *testing.T, group, resource, name, message string, probe *unstructured.Unstructured) (lift func()) {
 	t.Helper()
+	return c.denyOn(t, "CREATE", group, resource, name, message, probe)
+}
+
+// denyUpdates is deny for the changes to an object that exists, existing (its kind's resource in
+// group): its dry-run update is the probe.
+func (c *claimedCluster) denyUpdates(t *testing.T, group, resource, message string, existing *unstructured.Unstructured) (lift func()) {
+	t.Helper()
+	return c.denyOn(t, "UPDATE", group, resource, existing.GetName(), message, existing)
+}
+
+func (c *claimedCluster) denyOn(t *testing.T, operation, group, resource, name, message string, probe *unstructured.Unstructured) (lift func()) {
+	t.Helper()
 	ctx := t.Context()
-	policyName, expression := "e2e-deny-"+resource, "false"
+	policyName, expression := "e2e-deny-"+strings.ToLower(operation)+"-"+resource, "false"
 	if name != "" {
 		policyName, expression = policyName+"-"+name, fmt.Sprintf("object.metadata.name != %q", name)
 	}
@@ -680,7 +696,7 @@ func (c *claimedCluster) deny(t *testing.T, group, resource, name, message strin
 		"spec": map[string]any{
 			"failurePolicy": "Fail",
 			"matchConstraints": map[string]any{"resourceRules": []any{map[string]any{
-				"apiGroups": []any{group}, "apiVersions": []any{"*"}, "operations": []any{"CREATE"}, "resources": []any{resource}}}},
+				"apiGroups": []any{group}, "apiVersions": []any{"*"}, "operations": []any{operation}, "resources": []any{resource}}}},
 			"validations": []any{map[string]any{"expression": expression, "message": message}},
 		},
 	}}
@@ -704,7 +720,19 @@ func (c *claimedCluster) deny(t *testing.T, group, resource, name, message strin
 	if probe != nil {
 		gvr := schema.GroupVersionResource{Group: group, Version: probe.GroupVersionKind().Version, Resource: resource}
 		if err := waitFor(ctx, time.Minute, "the claimed cluster refusing "+resource+" "+name, func() (bool, error) {
-			_, err := c.dyn.Resource(gvr).Namespace(probe.GetNamespace()).Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			objects := c.dyn.Resource(gvr).Namespace(probe.GetNamespace())
+			if operation == "UPDATE" {
+				// A change the API server must see as one, to the object as it is now: an
+				// annotation of the probe's own.
+				current, err := objects.Get(ctx, probe.GetName(), metav1.GetOptions{})
+				if err != nil {
+					return false, nil
+				}
+				current.SetAnnotations(map[string]string{"e2e.function-karpenter/probe": time.Now().String()})
+				_, err = objects.Update(ctx, current, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}})
+				return err != nil && strings.Contains(err.Error(), message), nil
+			}
+			_, err := objects.Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 			return err != nil && strings.Contains(err.Error(), message), nil
 		}); err != nil {
 			t.Fatal(err)

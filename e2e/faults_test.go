@@ -40,97 +40,105 @@ var faults = []fault{
 }
 
 // TestFaults kills the function, then Crossplane core, then the hub's kube-apiserver (etcd kept),
-// in the middle of a claim's walk (its first step composed, nothing of it Ready yet), once the
-// claim is Ready, in the middle of its upgrade from Karpenter 1.14.1 to 1.15.0 (midUpgrade), and
-// starts it again; then once more in the middle of its uninstall (midUninstall). Each time the
-// claim gets to where it was going (Ready, upgraded, gone), every composed
-// resource that existed before the fault is the same object after it (same UID, same AWS
-// identity: its external name), and nothing is being deleted. The function stays down mid-walk
-// until the XR's Synced condition says it cannot be called. That takes two minutes: Crossplane
-// v2.4.2 calls functions with waitForReady (internal/xfn/function_runner.go, svcConfig), so a
-// call waits for the function until the XR reconcile's own timeout
-// (internal/controller/apiextensions/composite/reconciler.go, timeout, 2 minutes), and only then
-// fails DeadlineExceeded. (The claim cannot say it: Crossplane copies to a claim only its own
-// sync's Synced and the XR's custom condition types,
+// one after the other, at four points of a claim's life on a real claimed cluster (prod-eu,
+// realClaimedClusters: the real provider-kubernetes and Flux; the fake plays provider-aws): in the
+// middle of its walk (its first step composed, nothing of it Ready yet), once it is Ready, in the
+// middle of its upgrade a minor up (midUpgrade) and in the middle of its uninstall, while the
+// final check holds it (uninstallPastAnInstance). Each process comes back as it was. Each time
+// the claim gets to where it was going (Ready, upgraded, gone), every composed resource that
+// existed before the faults is the same object after them (same UID, same AWS identity: its
+// external name), nothing is being deleted, and so is every object of the claim in the claimed
+// cluster (installedUIDs). The function stays down mid-walk until the XR's Synced condition says
+// it cannot be called. That takes two minutes: Crossplane v2.4.2 calls functions with
+// waitForReady (internal/xfn/function_runner.go, svcConfig), so a call waits for the function
+// until the XR reconcile's own timeout (internal/controller/apiextensions/composite/reconciler.go,
+// timeout, 2 minutes), and only then fails DeadlineExceeded. (The claim cannot say it: Crossplane
+// copies to a claim only its own sync's Synced and the XR's custom condition types,
 // internal/controller/apiextensions/claim/reconciler.go; the function, being down, sets none.)
 // Crossplane and the API server stay down 10 seconds each. It prints how long each outage
 // lasted and how long after the process came back the XR was Synced again.
 func TestFaults(t *testing.T) {
 	timed(t)
+	claimed, _, _ := realClaimedClusters(t, claimedOptions{}, "prod-eu")
+	eu := claimed["prod-eu"]
+	from, to := upgradeVersions()
+	c := newKarpenterFrom(t, claimAPI, "team-a", "karpenter", func(u *unstructured.Unstructured) {
+		_ = unstructured.SetNestedField(u.Object, from, "spec", "version")
+	})
+	before := c.waitComposed(throughStep(0), converge)
 	for _, f := range faults {
-		t.Run(f.process, func(t *testing.T) {
-			// At 1.14.1, so that it can be upgraded once Ready (prod-eu, the claim's default).
-			c := newKarpenterFrom(t, claimAPI, "team-a", "karpenter", func(u *unstructured.Unstructured) {
-				_ = unstructured.SetNestedField(u.Object, "1.14.1", "spec", "version")
-			})
-			before := c.waitComposed(throughStep(0), converge)
-			f.outage(t, c, "mid-walk", f.reports)
-			c.walkToReady()
-			ready, _ := c.composed()
-			checkUnchanged(t, "after the "+f.process+" came back mid-walk", before, ready)
-
-			f.outage(t, c, "Ready", "")
-			c.waitCondition("Ready", "True", converge)
-			after, _ := c.composed()
-			checkUnchanged(t, "after the "+f.process+" came back with everything Ready", ready, after)
-			f.midUpgrade(t, c)
-			f.midUninstall(t, c)
-		})
+		f.outage(t, c, "mid-walk", f.reports)
 	}
-}
+	c.walkToReady()
+	c.settled()
+	ready, _ := c.composed()
+	checkUnchanged(t, "after the faults mid-walk", before, ready)
 
-// midUpgrade upgrades the Ready claim from Karpenter 1.14.1 to 1.15.0 and, once the controller's
-// Kustomization moved and the node pools' did not (the claimed cluster's Flux, the fake, holds the
-// new chart unready), takes the fault's process down as outage does. Back, the upgrade is where it
-// was: the node pools still at 1.14.1, VersionReady Upgrading. Once the new chart is Ready the
-// node pools follow, and the claim is Ready at 1.15.0, every composed resource the same object.
-func (f fault) midUpgrade(t *testing.T, c *karpenter) {
-	t.Helper()
-	before, _ := c.composed()
-	c.report(want{state: unready, message: "HelmRelease/karpenter/karpenter status: 'Progressing'"}, "controller-kustomization")
-	if err := c.setVersion("1.15.0"); err != nil {
-		t.Fatalf("cannot upgrade the claim: %v", err)
+	installed := installedUIDs(t, c, eu)
+	for _, f := range faults {
+		f.outage(t, c, "Ready", "")
+		c.waitCondition("Ready", "True", converge)
+		after, _ := c.composed()
+		checkUnchanged(t, "after the "+f.process+" came back with everything Ready", ready, after)
+		checkInstalledSurvived(t, "after the "+f.process+" came back with everything Ready", installed, installedUIDs(t, c, eu))
 	}
-	c.waitBuiltFor("controller-kustomization", "1.15.0", converge)
-	f.outage(t, c, "mid-upgrade", f.reports)
-	c.waitCondition("VersionReady", "False", converge, "1.14.1 → 1.15.0")
-	during, _ := c.composed()
-	if v := builtFor(during["nodes-kustomization"]); v != "1.14.1" {
-		t.Errorf("after the %s came back mid-upgrade, the node pools moved to %q before the controller was Ready at 1.15.0", f.process, v)
-	}
-	c.finishUpgrade("1.15.0")
-	after, _ := c.composed()
-	checkUnchanged(t, "after the "+f.process+" came back mid-upgrade", before, after)
-}
 
-// midUninstall deletes the claim and, once the first level of the Usages' order is gone (the
-// nodes Kustomization) and the next is not (the controller's), kills the fault's process for 10
-// seconds; the uninstall still completes, every composed resource is deleted, in the order the
-// Usages declare. The function has no part in an uninstall: Crossplane v2.4.2 never calls a
-// deleted XR's functions, it removes the XR's finalizer and Kubernetes' garbage collector deletes
-// what it composed (internal/controller/apiextensions/composite/reconciler.go, meta.WasDeleted);
-// Crossplane's Usage controller replays each held deletion and its webhook enforces the order.
-func (f fault) midUninstall(t *testing.T, c *karpenter) {
-	t.Helper()
+	midUpgrade(t, c, eu, from, to)
+
 	c.waitUsagesBound()
 	resources, usages := c.composed()
-	edges := usageEdges(usages)
-	start, mark := time.Now(), fake.deletionMark()
-	c.delete()
-	c.wait(react, "the nodes Kustomization gone, the controller's not yet", func() (bool, error) {
-		all, err := composedOf(c.ctx, cp, c.xr)
-		if err != nil {
-			return false, err
+	var outages []claimedOutage
+	for _, f := range faults {
+		outages = append(outages, claimedOutage{f.process, func() time.Time {
+			_, back := f.interrupt(t, nil)
+			return back
+		}})
+	}
+	seen := uninstallPastAnInstance(t, c, eu, outages)
+	assertDeletedInOrder(t, c, append(sortedKeys(resources), sortedKeys(usages)...), usageEdges(usages), seen)
+	ns, _, _ := unstructured.NestedString(platformInput(t, c.api), "podIdentity", "namespace")
+	eu.waitUninstalled(t, ns)
+}
+
+// midUpgrade upgrades the Ready claim from one Karpenter minor, from, to the next, to, while the
+// claimed cluster refuses every change to the controller's HelmRelease (an admission policy):
+// the function moves the controller's Kustomization to the new chart, and kustomize-controller
+// cannot apply it (Ready=False, ReconciliationFailed: v1.9.3 internal/controller/
+// kustomization_controller.go, an apply's error), so the upgrade stays where the first half of it
+// leaves it, the node pools at from. There each fault's process goes down and comes back. Back, the upgrade is where it was:
+// the node pools still at from, VersionReady Upgrading. The refusal lifted, helm-controller
+// upgrades the chart, the node pools follow, and the claim is Ready at to, every composed
+// resource and every object in the claimed cluster the same object.
+func midUpgrade(t *testing.T, c *karpenter, claimed *claimedCluster, from, to string) {
+	t.Helper()
+	before, _ := c.composed()
+	installed := installedUIDs(t, c, claimed)
+	ns, _, _ := unstructured.NestedString(platformInput(t, c.api), "podIdentity", "namespace")
+	release, err := claimed.dyn.Resource(helmReleaseGVR).Namespace(ns).Get(t.Context(), "karpenter", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("no HelmRelease %s/karpenter to upgrade: %v", ns, err)
+	}
+	lift := claimed.denyUpdates(t, helmReleaseGVR.Group, helmReleaseGVR.Resource, "e2e: an admission policy holds the HelmRelease karpenter", release)
+	if err := c.setVersion(to); err != nil {
+		t.Fatalf("cannot upgrade the claim: %v", err)
+	}
+	c.waitBuiltFor("controller-kustomization", to, converge)
+	kustomizationReported(t, c, claimed, "ReconciliationFailed")
+	for _, f := range faults {
+		f.outage(t, c, "mid-upgrade", f.reports)
+		c.waitCondition("VersionReady", "False", converge, from+" → "+to)
+		during, _ := c.composed()
+		if v := builtFor(during["nodes-kustomization"]); v != from {
+			t.Errorf("after the %s came back mid-upgrade, the node pools moved to %q before the controller was Ready at %s", f.process, v, to)
 		}
-		_, nodes := all["nodes-kustomization"]
-		_, controller := all["controller-kustomization"]
-		return !nodes && controller, nil
-	})
-	down, back := f.interrupt(t, nil)
-	seen := c.waitGone(start, mark)
-	fmt.Printf("e2e: %-40s %s killed mid-uninstall: down %.0fs, everything gone %.0fs after it came back\n",
-		t.Name(), f.process, back.Sub(down).Seconds(), time.Since(back).Seconds())
-	assertDeletedInOrder(t, c, append(sortedKeys(resources), sortedKeys(usages)...), edges, seen)
+	}
+	lift()
+	c.waitBuiltFor("nodes-kustomization", to, 8*time.Minute)
+	c.waitCondition("VersionReady", "True", converge, "Karpenter "+to)
+	c.waitCondition("Ready", "True", converge)
+	after, _ := c.composed()
+	checkUnchanged(t, "after the faults mid-upgrade", before, after)
+	checkInstalledSurvived(t, "after the faults mid-upgrade", installed, installedUIDs(t, c, claimed))
 }
 
 // outage kills the fault's process, keeps it down until the XR's Synced condition is False and
@@ -376,7 +384,7 @@ func (f *claimedFaults) atReady(t *testing.T, c *karpenter) {
 	}
 }
 
-// A claimedOutage is one of the parts atReady and midUninstall stop: outage stops it, starts it
+// A claimedOutage is one of the parts atReady and uninstallPastAnInstance stop: outage stops it, starts it
 // again and returns when it is back.
 type claimedOutage struct {
 	what   string
@@ -394,16 +402,6 @@ func (f *claimedFaults) outages(t *testing.T) []claimedOutage {
 			return f.restartClaimed(t)
 		}},
 		{"Flux's controllers", func() time.Time { return f.restartFlux(t, 10*time.Second, fluxControllers...) }},
-	}
-}
-
-// midUninstall stops, while the uninstall waits at the final check, the parts of outages one
-// after the other, as atReady does; uninstallPastAnInstance checks the uninstall still holds
-// after, and completes once the instance goes.
-func (f *claimedFaults) midUninstall(t *testing.T) {
-	for _, fault := range f.outages(t) {
-		back := fault.outage()
-		fmt.Printf("e2e: %-40s %s killed mid-uninstall, back %s\n", t.Name(), fault.what, back.Format(time.TimeOnly))
 	}
 }
 

@@ -130,11 +130,10 @@ func (c *claimedCluster) instances() string { return filepath.Join(c.dir, "ec2-i
 // uninstallPastAnInstance deletes c while EC2 still lists an instance of the claimed cluster's
 // that Karpenter let go of: the uninstall must stop at the final check, whose Deployment is
 // marked deleted and names the instance, with the controller's AWS access and the final check's
-// namespace still there. With faults, while it holds, provider-kubernetes and then the claimed
-// cluster's API server go down and come back (claimedFaults.midUninstall), and it still holds.
-// Then the instance goes, and the uninstall completes; the AWS access goes only after. It returns
-// the deletions the fake provider saw.
-func uninstallPastAnInstance(t *testing.T, c *karpenter, claimed *claimedCluster, faults *claimedFaults) []deletion {
+// namespace still there. While it holds, each of outages stops a part and starts it again, one
+// after the other, and it still holds. Then the instance goes, and the uninstall completes; the
+// AWS access goes only after. It returns the deletions the fake provider saw.
+func uninstallPastAnInstance(t *testing.T, c *karpenter, claimed *claimedCluster, outages []claimedOutage) []deletion {
 	ctx := t.Context()
 	const leaked = "i-0e2e0000000000001"
 	before, _ := c.composed()
@@ -182,15 +181,18 @@ func uninstallPastAnInstance(t *testing.T, c *karpenter, claimed *claimedCluster
 	// A few of its rounds: the uninstall stays there.
 	time.Sleep(10 * time.Second)
 	holds("held")
-	if faults != nil {
+	if len(outages) > 0 {
 		calls := claimed.awsCalls()
-		faults.midUninstall(t)
+		for _, o := range outages {
+			back := o.outage()
+			fmt.Printf("e2e: %-40s %s killed mid-uninstall, back %s\n", t.Name(), o.what, back.Format(time.TimeOnly))
+		}
 		// Held after the faults only means something once the final check has read its
 		// Deployment and asked EC2 again.
 		c.wait(2*time.Minute, "the final check asking EC2 again after the faults", func() (bool, error) {
 			return claimed.awsCalls() > calls, nil
 		})
-		holds("after provider-kubernetes and the claimed cluster's API server came back")
+		holds("after the parts stopped came back")
 	}
 
 	released := time.Now()

@@ -22,13 +22,3 @@ func (c *karpenter) waitBuiltFor(name, v string, timeout time.Duration) {
 		return builtFor(got[name]) == v, nil
 	})
 }
-
-// finishUpgrade has the claimed cluster's Flux report the new chart Ready, then waits until the
-// node pools follow to v and the claim is Current and Ready.
-func (c *karpenter) finishUpgrade(v string) {
-	c.t.Helper()
-	c.markReady("controller-kustomization")
-	c.waitBuiltFor("nodes-kustomization", v, converge)
-	c.waitCondition("VersionReady", "True", converge, "Karpenter "+v)
-	c.waitCondition("Ready", "True", converge)
-}
