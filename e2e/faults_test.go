@@ -55,11 +55,12 @@ var faults = []fault{
 // timeout, 2 minutes), and only then fails DeadlineExceeded. (The claim cannot say it: Crossplane
 // copies to a claim only its own sync's Synced and the XR's custom condition types,
 // internal/controller/apiextensions/claim/reconciler.go; the function, being down, sets none.)
-// Crossplane and the API server stay down 10 seconds each. It prints how long each outage
-// lasted and how long after the process came back the XR was Synced again.
+// Crossplane and the API server stay down 10 seconds each. Mid-upgrade, the claimed cluster's
+// parts go down too (claimedFaults.outages). It prints how long each outage lasted and how long
+// after the process came back the XR was Synced again.
 func TestFaults(t *testing.T) {
 	timed(t)
-	claimed, _, _ := realClaimedClusters(t, claimedOptions{}, "prod-eu")
+	claimed, provider, _ := realClaimedClusters(t, claimedOptions{}, "prod-eu")
 	eu := claimed["prod-eu"]
 	from, to := upgradeVersions()
 	c := newKarpenterFrom(t, claimAPI, "team-a", "karpenter", func(u *unstructured.Unstructured) {
@@ -83,7 +84,7 @@ func TestFaults(t *testing.T) {
 		checkInstalledSurvived(t, "after the "+f.process+" came back with everything Ready", installed, installedUIDs(t, c, eu))
 	}
 
-	midUpgrade(t, c, eu, from, to)
+	midUpgrade(t, c, eu, from, to, (&claimedFaults{provider: provider, claimed: eu}).outages(t))
 
 	c.waitUsagesBound()
 	resources, usages := c.composed()
@@ -105,11 +106,13 @@ func TestFaults(t *testing.T) {
 // the function moves the controller's Kustomization to the new chart, and kustomize-controller
 // cannot apply it (Ready=False, ReconciliationFailed: v1.9.3 internal/controller/
 // kustomization_controller.go, an apply's error), so the upgrade stays where the first half of it
-// leaves it, the node pools at from. There each fault's process goes down and comes back. Back, the upgrade is where it was:
-// the node pools still at from, VersionReady Upgrading. The refusal lifted, helm-controller
+// leaves it, the node pools at from. There each fault's process goes down and comes back, then
+// each of claimedOutages (the claimed cluster's parts, which TestRealProviderKubernetes stops at
+// the other points). Back, the upgrade is where it was: the node pools still at from,
+// VersionReady Upgrading. The refusal lifted, helm-controller
 // upgrades the chart, the node pools follow, and the claim is Ready at to, every composed
 // resource and every object in the claimed cluster the same object.
-func midUpgrade(t *testing.T, c *karpenter, claimed *claimedCluster, from, to string) {
+func midUpgrade(t *testing.T, c *karpenter, claimed *claimedCluster, from, to string, claimedOutages []claimedOutage) {
 	t.Helper()
 	before, _ := c.composed()
 	installed := installedUIDs(t, c, claimed)
@@ -124,13 +127,22 @@ func midUpgrade(t *testing.T, c *karpenter, claimed *claimedCluster, from, to st
 	}
 	c.waitBuiltFor("controller-kustomization", to, converge)
 	kustomizationReported(t, c, claimed, "ReconciliationFailed")
-	for _, f := range faults {
-		f.outage(t, c, "mid-upgrade", f.reports)
+	held := func(what string) {
+		t.Helper()
 		c.waitCondition("VersionReady", "False", converge, from+" → "+to)
 		during, _ := c.composed()
 		if v := builtFor(during["nodes-kustomization"]); v != from {
-			t.Errorf("after the %s came back mid-upgrade, the node pools moved to %q before the controller was Ready at %s", f.process, v, to)
+			t.Errorf("after %s came back mid-upgrade, the node pools moved to %q before the controller was Ready at %s", what, v, to)
 		}
+	}
+	for _, f := range faults {
+		f.outage(t, c, "mid-upgrade", f.reports)
+		held("the " + f.process)
+	}
+	for _, o := range claimedOutages {
+		back := o.outage()
+		fmt.Printf("e2e: %-40s %s killed mid-upgrade, back %s\n", t.Name(), o.what, back.Format(time.TimeOnly))
+		held(o.what)
 	}
 	lift()
 	c.waitBuiltFor("nodes-kustomization", to, 8*time.Minute)
