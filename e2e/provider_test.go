@@ -159,7 +159,7 @@ type fakeProvider struct {
 // controller it re-asserts its status whenever the object says otherwise.
 type want struct {
 	state   state
-	message string // the provider's or Flux's message, for failing and unready
+	message string // provider-aws's message, for failing and unready
 	dropARN bool   // unready only: the provider no longer observes the resource's ARN
 	// outOfBand is, for a Ready RolePolicy, a statement someone added to the document in AWS
 	// beside what the provider last gave it (in the console, say): AWS reports both.
@@ -571,16 +571,8 @@ func reports(u *unstructured.Unstructured, w want) bool {
 }
 
 // kustomizationStatus is what the claimed cluster's kustomize-controller reports of a
-// Kustomization given s: the applied revision, or a failed health check with message.
-func kustomizationStatus(gen int64, s state, message string) map[string]any {
-	if s != ready {
-		return map[string]any{
-			"observedGeneration":    gen,
-			"lastAppliedRevision":   kustomizationRevSHA,
-			"lastAttemptedRevision": kustomizationRevSHA,
-			"conditions":            []any{fluxCondition("Ready", "False", "HealthCheckFailed", message, gen)},
-		}
-	}
+// Kustomization it applied.
+func kustomizationStatus(gen int64) map[string]any {
 	return map[string]any{
 		"observedGeneration":    gen,
 		"lastAppliedRevision":   kustomizationRevSHA,
@@ -592,17 +584,18 @@ func kustomizationStatus(gen int64, s state, message string) map[string]any {
 
 // objectStatus is what provider-kubernetes reports for an Object given w, and config the
 // outcome of getting the provider config the Object names (providerConfig), as the real provider
-// does to connect to the claimed cluster: it fails with the provider's error when there is none. Once the manifest is applied,
+// does to connect to the claimed cluster: it fails with the provider's error when there is none.
+// It plays the provider and a claimed cluster where every part answers at once, for TestLoad
+// alone (docs/testing.md: ten claimed clusters do not fit here); every other test that composes
+// Objects runs the real ones (realClaimedClusters). Once the manifest is applied,
 // status.atProvider.manifest is the object as the claimed cluster returns it (a Namespace
-// Active, the access check's Pod pending, running, succeeded or failed at one check, a
-// Kustomization applied or failing its health check) and
+// Active, the access check's Pod pending, running, then succeeded, a Kustomization applied) and
 // Ready follows the Object's readiness policy: as soon as it exists (SuccessfulCreate, the
 // default), once the observed object's Ready condition is True (DeriveFromObject), or the
 // Object's own CEL query evaluated on that observed object (DeriveFromCelQuery), as
-// provider-kubernetes evaluates them. An unready Object carrying a Kustomization is one whose
-// Kustomization the cluster's Flux reports unready. An observe-only Object (managementPolicies:
-// [Observe]) creates nothing: see observeOnlyStatus; nodes is its XR's nodes Kustomization
-// Object, nil when there is none.
+// provider-kubernetes evaluates them. An observe-only Object (managementPolicies: [Observe])
+// creates nothing: see observeOnlyStatus; nodes is its XR's nodes Kustomization Object, nil when
+// there is none.
 func (f *fakeProvider) objectStatus(config error, u *unstructured.Unstructured, w want, nodes *unstructured.Unstructured) map[string]any {
 	synced := xpCondition("Synced", "True", "ReconcileSuccess", "")
 	failed := func(message string) map[string]any {
@@ -612,14 +605,8 @@ func (f *fakeProvider) objectStatus(config error, u *unstructured.Unstructured, 
 		return failed("connect failed: cannot get provider config: " + config.Error())
 	}
 	manifest, _, _ := unstructured.NestedMap(u.Object, "spec", "forProvider", "manifest")
-	remoteKustomization := manifest["kind"] == "Kustomization"
-	switch {
-	case w.state == failing:
-		return failed(w.message)
-	case observeOnly(u):
+	if observeOnly(u) {
 		return f.observeOnlyStatus(u, manifest, w, nodes)
-	case w.state == unready && !remoteKustomization:
-		return map[string]any{"conditions": []any{xpCondition("Ready", "False", "Unavailable", w.message), synced}}
 	}
 	observed := f.remoteObject(u, manifest, w)
 	available := xpCondition("Ready", "True", "Available", "")
@@ -651,7 +638,6 @@ func (f *fakeProvider) objectStatus(config error, u *unstructured.Unstructured, 
 // a Kustomization as its Flux reports it. (The final check's finalizer does not hold the fake's
 // deletion: TestRealProviderKubernetes proves it in a real claimed cluster.)
 func (f *fakeProvider) remoteObject(o *unstructured.Unstructured, manifest map[string]any, w want) map[string]any {
-	s := w.state
 	obj := (&unstructured.Unstructured{Object: manifest}).DeepCopy()
 	created := o.GetCreationTimestamp().UTC().Format(time.RFC3339)
 	obj.SetUID(types.UID("remote-" + string(o.GetUID())))
@@ -676,7 +662,7 @@ func (f *fakeProvider) remoteObject(o *unstructured.Unstructured, manifest map[s
 	case "Kustomization":
 		obj.SetGeneration(1)
 		obj.SetFinalizers([]string{fluxFinalizer})
-		obj.Object["status"] = kustomizationStatus(1, s, w.message)
+		obj.Object["status"] = kustomizationStatus(1)
 	}
 	return obj.Object
 }
