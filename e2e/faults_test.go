@@ -145,9 +145,11 @@ func midUpgrade(t *testing.T, c *karpenter, claimed *claimedCluster, from, to st
 		held(o.what)
 	}
 	lift()
+	lifted := time.Now()
 	c.waitBuiltFor("nodes-kustomization", to, 8*time.Minute)
 	c.waitCondition("VersionReady", "True", converge, "Karpenter "+to)
 	c.waitCondition("Ready", "True", converge)
+	fmt.Printf("e2e: %-40s upgraded to %s and Ready %.0fs after the HelmRelease's refusal was lifted\n", t.Name(), to, time.Since(lifted).Seconds())
 	after, _ := c.composed()
 	checkUnchanged(t, "after the faults mid-upgrade", before, after)
 	checkInstalledSurvived(t, "after the faults mid-upgrade", installed, installedUIDs(t, c, claimed))
