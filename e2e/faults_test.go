@@ -49,10 +49,11 @@ var faults = []fault{
 // existed before the faults is the same object after them (same UID, same AWS identity: its
 // external name), nothing is being deleted, and so is every object of the claim in the claimed
 // cluster (installedUIDs). The function stays down mid-walk until the XR's Synced condition says
-// it cannot be called. That takes two minutes: Crossplane v2.4.2 calls functions with
-// waitForReady (internal/xfn/function_runner.go, svcConfig), so a call waits for the function
-// until the XR reconcile's own timeout (internal/controller/apiextensions/composite/reconciler.go,
-// timeout, 2 minutes), and only then fails DeadlineExceeded. (The claim cannot say it: Crossplane
+// it cannot be called. A call under way when it dies fails at once; a call made while it is down
+// waits two minutes: Crossplane v2.4.2 calls functions with waitForReady
+// (internal/xfn/function_runner.go, svcConfig), so such a call waits for the function until the
+// XR reconcile's own timeout (internal/controller/apiextensions/composite/reconciler.go, timeout,
+// 2 minutes), and only then fails DeadlineExceeded. (The claim cannot say it: Crossplane
 // copies to a claim only its own sync's Synced and the XR's custom condition types,
 // internal/controller/apiextensions/claim/reconciler.go; the function, being down, sets none.)
 // Crossplane and the API server stay down 10 seconds each. Mid-upgrade, the claimed cluster's
@@ -109,9 +110,9 @@ func TestFaults(t *testing.T) {
 // leaves it, the node pools at from. There each fault's process goes down and comes back, then
 // each of claimedOutages (the claimed cluster's parts, which TestRealProviderKubernetes stops at
 // the other points). Back, the upgrade is where it was: the node pools still at from,
-// VersionReady Upgrading. The refusal lifted, helm-controller
-// upgrades the chart, the node pools follow, and the claim is Ready at to, every composed
-// resource and every object in the claimed cluster the same object.
+// VersionReady Upgrading. The refusal lifted, helm-controller upgrades the chart, the node pools
+// follow, and the claim is Ready at to, every composed resource and every object in the claimed
+// cluster the same object.
 func midUpgrade(t *testing.T, c *karpenter, claimed *claimedCluster, from, to string, claimedOutages []claimedOutage) {
 	t.Helper()
 	before, _ := c.composed()
@@ -398,8 +399,8 @@ func (f *claimedFaults) atReady(t *testing.T, c *karpenter) {
 	}
 }
 
-// A claimedOutage is one of the parts atReady and uninstallPastAnInstance stop: outage stops it, starts it
-// again and returns when it is back.
+// A claimedOutage is one of the parts atReady, midUpgrade and uninstallPastAnInstance stop:
+// outage stops it, starts it again and returns when it is back.
 type claimedOutage struct {
 	what   string
 	outage func() time.Time
