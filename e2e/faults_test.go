@@ -227,7 +227,8 @@ func externalName(u *unstructured.Unstructured) string {
 
 // apiserverReady returns once the control plane's kube-apiserver, p, restarted, is ready again.
 func (c *controlPlane) apiserverReady(ctx context.Context, p *proc) error {
-	return waitFor(ctx, 90*time.Second, "kube-apiserver ready again", func() (bool, error) {
+	// Restarted while five shards load two cores, it took more than 90 s (cold, 2026-12-04).
+	return waitFor(ctx, 3*time.Minute, "kube-apiserver ready again", func() (bool, error) {
 		if done, err := p.exited(); done {
 			return false, fmt.Errorf("kube-apiserver exited: %v", err)
 		}
