@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/registry"
+	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -732,8 +733,18 @@ func installedByFlux(t *testing.T, c *karpenter, claimed *claimedCluster) {
 	if conditionStatus(hr, "Ready") != "True" || !strings.HasPrefix(chart, version+"+") || last["status"] != "deployed" {
 		t.Errorf("HelmRelease %s/karpenter: Ready %s, last release %v; want Ready, chart %s+<digest> deployed", ns, conditionStatus(hr, "Ready"), last, version)
 	}
-	d, err := claimed.kube.AppsV1().Deployments(ns).Get(ctx, "karpenter", metav1.GetOptions{})
-	if err != nil {
+	// Available, waited for: after the claimed cluster's API server was down a minute (the
+	// faults), kube-controller-manager's node lifecycle controller marks the nodes whose kwok
+	// heartbeats lapsed past its grace period (50 s: k8s.io/kubernetes v1.35.4
+	// pkg/controller/nodelifecycle/config/v1alpha1/defaults.go) not ready, and their pods with
+	// them, until kwok reports again.
+	var d *appsv1.Deployment
+	err = waitFor(ctx, 3*time.Minute, "Deployment "+ns+"/karpenter available", func() (bool, error) {
+		var err error
+		d, err = claimed.kube.AppsV1().Deployments(ns).Get(ctx, "karpenter", metav1.GetOptions{})
+		return err == nil && d.Spec.Replicas != nil && d.Status.AvailableReplicas == *d.Spec.Replicas, nil
+	})
+	if d == nil {
 		t.Fatalf("helm-controller installed no Deployment %s/karpenter: %v", ns, err)
 	}
 	env := map[string]string{}
@@ -745,8 +756,12 @@ func installedByFlux(t *testing.T, c *karpenter, claimed *claimedCluster) {
 		t.Errorf("Deployment %s/karpenter: ServiceAccount %q, CLUSTER_NAME %q, INTERRUPTION_QUEUE %q; want %q, %q, %q (the composed values)",
 			ns, d.Spec.Template.Spec.ServiceAccountName, env["CLUSTER_NAME"], env["INTERRUPTION_QUEUE"], sa, claimed.name, queue)
 	}
-	if d.Spec.Replicas == nil || d.Status.AvailableReplicas != *d.Spec.Replicas {
-		t.Errorf("Deployment %s/karpenter: %d of %v replicas available", ns, d.Status.AvailableReplicas, d.Spec.Replicas)
+	if err != nil {
+		var want any = "unset"
+		if d.Spec.Replicas != nil {
+			want = *d.Spec.Replicas
+		}
+		t.Errorf("Deployment %s/karpenter: %d of %v replicas available: %v", ns, d.Status.AvailableReplicas, want, err)
 	}
 	pods, err := claimed.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=karpenter"})
 	nodes := map[string]bool{}

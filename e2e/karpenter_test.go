@@ -473,9 +473,11 @@ func (c *karpenter) delete() {
 // returns the deletions the fake provider saw since mark. An uninstall takes two minutes and
 // more (a 30 s wait of Crossplane's Usage controller per level of the Usages' order); right
 // after the hub's API server restarted, Crossplane took 85 s more to delete a deleted claim's XR.
+// With real claimed clusters and the suite's shards loading two cores, an uninstall took 389 s
+// (cold, 2026-12-04).
 func (c *karpenter) waitGone(start time.Time, mark int) []deletion {
 	c.t.Helper()
-	c.wait(5*time.Minute, c.api.kind+", XR and every composed resource gone", func() (bool, error) {
+	c.wait(8*time.Minute, c.api.kind+", XR and every composed resource gone", func() (bool, error) {
 		if c.exists() {
 			return false, nil
 		}
