@@ -98,7 +98,7 @@ e2e-tools: $(E2E_BINARIES) ## Build the end-to-end control plane binaries (cache
 # The function is rebuilt from the working tree every run as its package builds it
 # (FUNCTION_GO_BUILD, hack/package.mk), which Go's build cache makes cheap. go vet compiles the
 # suite's dependencies once before the shards start, which would otherwise each compile them at
-# once (a cold cache's five concurrent compiles of the same ~500 packages); each shard still
+# once (a cold cache's concurrent compiles, one per shard, of the same ~500 packages); each shard still
 # compiles the suite's own package and links it.
 # The CRDs come from module zips, located in the Go module cache (downloaded if missing):
 # provider-aws at the version the main go.mod requires, provider-kubernetes at the version
