@@ -683,6 +683,7 @@ func (c *claimedCluster) denyUpdates(t *testing.T, group, resource, message stri
 	return c.denyOn(t, "UPDATE", group, resource, existing.GetName(), message, existing)
 }
 
+// denyOn is deny and denyUpdates: a policy refusing operation (CREATE or UPDATE).
 func (c *claimedCluster) denyOn(t *testing.T, operation, group, resource, name, message string, probe *unstructured.Unstructured) (lift func()) {
 	t.Helper()
 	ctx := t.Context()

@@ -49,8 +49,8 @@ var faults = []fault{
 // existed before the faults is the same object after them (same UID, same AWS identity: its
 // external name), nothing is being deleted, and so is every object of the claim in the claimed
 // cluster (installedUIDs). The function stays down mid-walk until the XR's Synced condition says
-// it cannot be called. A call under way when it dies fails at once; a call made while it is down
-// waits two minutes: Crossplane v2.4.2 calls functions with waitForReady
+// it cannot be called. That took 1 s in one run (the call under way failed with the process) and
+// 241 s in another; a call made while it is down waits two minutes: Crossplane v2.4.2 calls functions with waitForReady
 // (internal/xfn/function_runner.go, svcConfig), so such a call waits for the function until the
 // XR reconcile's own timeout (internal/controller/apiextensions/composite/reconciler.go, timeout,
 // 2 minutes), and only then fails DeadlineExceeded. (The claim cannot say it: Crossplane

@@ -400,7 +400,7 @@ func (c *claimedCluster) startFlux(ctx context.Context, base *gitOpsBase) error 
 		return err
 	}
 	sourceNS, name := source.GetNamespace(), source.GetName()
-	bins := map[string]string{}
+	bins, sourceLog := map[string]string{}, ""
 	for _, n := range fluxControllers {
 		env := "E2E_" + strings.ToUpper(strings.ReplaceAll(n, "-", "_"))
 		if bins[n] = os.Getenv(env); bins[n] == "" {
@@ -428,6 +428,9 @@ func (c *claimedCluster) startFlux(ctx context.Context, base *gitOpsBase) error 
 			return err
 		}
 		c.procs = append(c.procs, p)
+		if n == "source-controller" {
+			sourceLog = p.log
+		}
 		if err := waitHealthy(ctx, time.Minute, n+" healthy", p, fmt.Sprintf("http://127.0.0.1:%d/healthz", ports[2*i+1])); err != nil {
 			return err
 		}
@@ -441,7 +444,7 @@ func (c *claimedCluster) startFlux(ctx context.Context, base *gitOpsBase) error 
 		return ready["status"] == "True", nil
 	})
 	if err != nil {
-		return fmt.Errorf("%w (its Ready condition: %v; source-controller's log: %s)", err, ready, c.procs[len(c.procs)-len(fluxControllers)].log)
+		return fmt.Errorf("%w (its Ready condition: %v; source-controller's log: %s)", err, ready, sourceLog)
 	}
 	return nil
 }
@@ -739,13 +742,13 @@ func installedByFlux(t *testing.T, c *karpenter, claimed *claimedCluster) {
 	// pkg/controller/nodelifecycle/config/v1alpha1/defaults.go) not ready, and their pods with
 	// them, until kwok reports again.
 	var d *appsv1.Deployment
+	var getErr error
 	err = waitFor(ctx, 3*time.Minute, "Deployment "+ns+"/karpenter available", func() (bool, error) {
-		var err error
-		d, err = claimed.kube.AppsV1().Deployments(ns).Get(ctx, "karpenter", metav1.GetOptions{})
-		return err == nil && d.Spec.Replicas != nil && d.Status.AvailableReplicas == *d.Spec.Replicas, nil
+		d, getErr = claimed.kube.AppsV1().Deployments(ns).Get(ctx, "karpenter", metav1.GetOptions{})
+		return getErr == nil && d.Spec.Replicas != nil && d.Status.AvailableReplicas == *d.Spec.Replicas, nil
 	})
-	if d == nil {
-		t.Fatalf("helm-controller installed no Deployment %s/karpenter: %v", ns, err)
+	if getErr != nil || d == nil {
+		t.Fatalf("helm-controller installed no Deployment %s/karpenter: %v", ns, getErr)
 	}
 	env := map[string]string{}
 	for _, e := range d.Spec.Template.Spec.Containers[0].Env {
