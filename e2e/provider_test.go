@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -19,10 +20,14 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/yaml"
 
 	"github.com/do-now/function-karpenter/internal/scope"
@@ -220,32 +225,43 @@ func newFakeProvider(c *controlPlane) (*fakeProvider, error) {
 		pods: map[types.UID]map[string]*remotePod{}}, nil
 }
 
-// fakePoll is how often the fake provider lists every composed kind and reconciles what it
-// finds: each cycle is one LIST per kind, and the API server's CPU goes mostly to them. A quarter
-// of a second lets three shards of the suite share two cores, and adds at most that to each
-// round of a walk.
+// fakePoll is how often the fake provider reconciles what it holds of every composed kind. It
+// reads them from watch caches (client-go's informers, one per kind, filtered by Crossplane's
+// composite label: a LIST, then a WATCH), as a provider's controllers do, not from the API
+// server: a LIST per kind every poll was most of the hub API server's CPU (a 180 s CPU profile of
+// its kube-apiserver during TestOneKarpenterPerCluster: 59 s, over 800 LISTs of each of the 20
+// composed kinds; docs/performance.md). A quarter of a second adds at most that to each round of
+// a walk.
 const fakePoll = 250 * time.Millisecond
 
 // run reconciles every fakePoll until ctx ends.
 func (f *fakeProvider) run(ctx context.Context) {
+	factory := dynamicinformer.NewFilteredDynamicSharedInformerFactory(f.dyn, 0, metav1.NamespaceAll,
+		func(o *metav1.ListOptions) { o.LabelSelector = compositeLabel })
+	caches := make([]informers.GenericInformer, len(composedKinds))
+	for i, k := range composedKinds {
+		caches[i] = factory.ForResource(k.gvr)
+	}
+	factory.Start(ctx.Done())
+	f.watchLocal(ctx)
 	for cycle := 0; ; cycle++ {
 		present := map[types.UID]bool{}
 		complete := true
 		configs := providerConfigs{}
-		for _, k := range composedKinds {
-			l, err := f.dyn.Resource(k.gvr).List(ctx, metav1.ListOptions{LabelSelector: compositeLabel})
-			if err != nil {
+		for i, k := range composedKinds {
+			items, ok := cached(caches[i])
+			if !ok {
 				complete = false
 				continue
 			}
 			// The Objects of one XR, by composition resource name: an observe-only Object reads
 			// what another one's Kustomization applied.
 			siblings := map[string]*unstructured.Unstructured{}
-			for i := range l.Items {
-				siblings[composerOf(&l.Items[i]).String()+"/"+l.Items[i].GetAnnotations()[resourceNameAnno]] = &l.Items[i]
+			for i := range items {
+				siblings[composerOf(&items[i]).String()+"/"+items[i].GetAnnotations()[resourceNameAnno]] = &items[i]
 			}
-			for i := range l.Items {
-				u := &l.Items[i]
+			for i := range items {
+				u := &items[i]
 				present[u.GetUID()] = true
 				f.observe(u, cycle)
 				if k.kind == "Object" && f.realObjects.Load() {
@@ -284,15 +300,32 @@ func (f *fakeProvider) run(ctx context.Context) {
 		if complete {
 			f.forgetGone(present, cycle)
 		}
-		if cycle%2 == 0 {
-			f.watchLocal(ctx)
-		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-time.After(fakePoll):
 		}
 	}
+}
+
+// cached copies what an informer holds, in the order a LIST returns (by namespace, then name),
+// once it has synced.
+func cached(inf informers.GenericInformer) ([]unstructured.Unstructured, bool) {
+	if !inf.Informer().HasSynced() {
+		return nil, false
+	}
+	objs, err := inf.Lister().List(labels.Everything())
+	if err != nil {
+		return nil, false
+	}
+	items := make([]unstructured.Unstructured, 0, len(objs))
+	for _, o := range objs {
+		items = append(items, *o.(*unstructured.Unstructured).DeepCopy())
+	}
+	slices.SortFunc(items, func(a, b unstructured.Unstructured) int {
+		return cmp.Or(strings.Compare(a.GetNamespace(), b.GetNamespace()), strings.Compare(a.GetName(), b.GetName()))
+	})
+	return items, true
 }
 
 // providerConfigs memoises, for one poll cycle, the lookups of provider configs: nil when found,
@@ -345,32 +378,37 @@ var localKinds = []schema.GroupVersionResource{
 // Composition's input.podIdentity.namespace).
 const controllerNamespace = "karpenter"
 
-// watchLocal records any Namespace, ServiceAccount or Pod in Crossplane's cluster that Crossplane
-// composed or that carries the cluster label, and the controller's namespace by name.
+// watchLocal records, from watches until ctx ends, any Namespace, ServiceAccount or Pod in
+// Crossplane's cluster that Crossplane composed or that carries the cluster label, and the
+// controller's namespace by name: a watch sees every object that ever appears, however briefly.
 func (f *fakeProvider) watchLocal(ctx context.Context) {
-	var found []string
-	for _, kind := range localKinds {
-		for _, sel := range []string{compositeLabel, clusterLabel} {
-			l, err := f.dyn.Resource(kind).List(ctx, metav1.ListOptions{LabelSelector: sel})
-			if err != nil {
-				continue
-			}
-			for _, u := range l.Items {
-				found = append(found, fmt.Sprintf("%s %s/%s (labels %v)", u.GetKind(), u.GetNamespace(), u.GetName(), u.GetLabels()))
+	record := func(name func(*unstructured.Unstructured) string) cache.ResourceEventHandler {
+		add := func(o any) {
+			if u, ok := o.(*unstructured.Unstructured); ok {
+				f.mu.Lock()
+				f.local[name(u)] = true
+				f.mu.Unlock()
 			}
 		}
+		return cache.ResourceEventHandlerFuncs{AddFunc: add, UpdateFunc: func(_, o any) { add(o) }}
 	}
-	if _, err := f.kube.CoreV1().Namespaces().Get(ctx, controllerNamespace, metav1.GetOptions{}); err == nil {
-		found = append(found, "Namespace "+controllerNamespace)
+	composed := record(func(u *unstructured.Unstructured) string {
+		return fmt.Sprintf("%s %s/%s (labels %v)", u.GetKind(), u.GetNamespace(), u.GetName(), u.GetLabels())
+	})
+	for _, sel := range []string{compositeLabel, clusterLabel} {
+		factory := dynamicinformer.NewFilteredDynamicSharedInformerFactory(f.dyn, 0, metav1.NamespaceAll,
+			func(o *metav1.ListOptions) { o.LabelSelector = sel })
+		for _, kind := range localKinds {
+			_, _ = factory.ForResource(kind).Informer().AddEventHandler(composed)
+		}
+		factory.Start(ctx.Done())
 	}
-	if len(found) == 0 {
-		return
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for _, s := range found {
-		f.local[s] = true
-	}
+	byName := dynamicinformer.NewFilteredDynamicSharedInformerFactory(f.dyn, 0, metav1.NamespaceAll,
+		func(o *metav1.ListOptions) { o.FieldSelector = "metadata.name=" + controllerNamespace })
+	_, _ = byName.ForResource(schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}).Informer().AddEventHandler(record(func(*unstructured.Unstructured) string {
+		return "Namespace " + controllerNamespace
+	}))
+	byName.Start(ctx.Done())
 }
 
 // localObjects lists every step-three object seen in Crossplane's own cluster so far.
