@@ -163,7 +163,9 @@ rules:
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 		"--service-account-key-file="+saPub, "--service-account-signing-key-file="+saKey,
 		"--service-cluster-ip-range=10.0.0.0/24", "--endpoint-reconciler-type=none",
-		"--cert-dir="+filepath.Join(c.dir, "apiserver-certs"), "--profiling=false")
+		"--cert-dir="+filepath.Join(c.dir, "apiserver-certs"),
+		// E2E_PROFILING=1 serves /debug/pprof (docs/performance.md says how to take a profile).
+		"--profiling="+strconv.FormatBool(os.Getenv("E2E_PROFILING") != ""))
 	if err != nil {
 		return err
 	}
