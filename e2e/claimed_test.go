@@ -58,6 +58,9 @@ type claimedCluster struct {
 	// pools is what Karpenter reports of each NodePool's nodes and resources (karpenter): an
 	// empty pool when it holds none for the pool's name.
 	pools sync.Map // pool name → poolReport
+	// poll is how often the provider-kubernetes that applies to it re-reads a Ready Object
+	// (claimedOptions.poll, or its default).
+	poll time.Duration
 }
 
 var podGVR = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
@@ -410,9 +413,13 @@ type claimedOptions struct {
 	// prepare, if not nil, is called on each cluster before its stand-ins start.
 	prepare func(*claimedCluster)
 	// poll is provider-kubernetes' --poll, how often it re-reads a Ready Object: its default
-	// (10m, cmd/provider/main.go) when zero.
+	// (defaultProviderPoll) when zero.
 	poll time.Duration
 }
+
+// defaultProviderPoll is provider-kubernetes v1.3.1's --poll by default (cmd/provider/main.go),
+// with its --poll-jitter-percentage, 10, on top.
+const defaultProviderPoll = 10 * time.Minute * 110 / 100
 
 // realClaimedFailing is for the tests in which what provider-kubernetes observed of a Ready
 // Object changes in the claimed cluster (a Kustomization failing, a pool's use): the provider
@@ -453,6 +460,10 @@ func realClaimedClusters(t *testing.T, o claimedOptions, names ...string) (map[s
 		}
 		if o.prepare != nil {
 			o.prepare(c)
+		}
+		c.poll = defaultProviderPoll
+		if o.poll != 0 {
+			c.poll = o.poll * 110 / 100
 		}
 		go c.standIns(ctx)
 		claimed[name] = c
