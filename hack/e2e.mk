@@ -42,8 +42,16 @@ E2E_PROVIDER_KUBERNETES := $(E2E_BIN)/provider-kubernetes-$(E2E_PROVIDER_KUBERNE
 E2E_SOURCE_CONTROLLER := $(E2E_BIN)/source-controller-$(E2E_FLUX_SOURCE_VERSION)
 E2E_KUSTOMIZE_CONTROLLER := $(E2E_BIN)/kustomize-controller-$(E2E_FLUX_KUSTOMIZE_VERSION)
 E2E_HELM_CONTROLLER := $(E2E_BIN)/helm-controller-$(E2E_FLUX_HELM_VERSION)
-E2E_BINARIES := $(E2E_ETCD) $(E2E_KUBE_APISERVER) $(E2E_KUBE_CONTROLLER_MANAGER) $(E2E_KUBE_SCHEDULER) $(E2E_KWOK) \
-  $(E2E_CROSSPLANE) $(E2E_PROVIDER_KUBERNETES) $(E2E_SOURCE_CONTROLLER) $(E2E_KUSTOMIZE_CONTROLLER) $(E2E_HELM_CONTROLLER)
+# Cold, the binaries build in two lanes at once (e2e-tools): one `go build` leaves a core idle
+# while it downloads its modules, compiles the last packages of its graph one after the other and
+# links. No two wrappers require the same versions of Kubernetes' libraries or gRPC (their go.mod),
+# so a lane seldom compiles a package the other compiles too; the builds that do share packages
+# (Kubernetes' three components, Flux's three controllers) run one after the other in one lane,
+# where the first leaves its packages in Go's build cache for the next.
+E2E_LANE_1 := $(E2E_KUBE_APISERVER) $(E2E_KUBE_CONTROLLER_MANAGER) $(E2E_KUBE_SCHEDULER) $(E2E_ETCD) \
+  $(E2E_CROSSPLANE) $(E2E_KWOK)
+E2E_LANE_2 := $(E2E_PROVIDER_KUBERNETES) $(E2E_KUSTOMIZE_CONTROLLER) $(E2E_HELM_CONTROLLER) $(E2E_SOURCE_CONTROLLER)
+E2E_BINARIES := $(E2E_LANE_1) $(E2E_LANE_2)
 
 # kubectl and clients parse the server's version; an unstamped build reports v0.0.0-master.
 E2E_KUBE_LDFLAGS := -X k8s.io/component-base/version.gitVersion=$(E2E_KUBERNETES_VERSION) \
@@ -57,7 +65,9 @@ define e2e-build
 	@got=$$(cd $(E2E_TOOLS_DIR)/$(1) && go list -m -f '{{.Version}}' $(2)) && \
 	  if [ "$$got" != "$(3)" ]; then \
 	    echo "e2e/tools/$(1)/go.mod pins $(2) $$got, hack/e2e.mk expects $(3)" >&2; exit 1; fi
-	cd $(E2E_TOOLS_DIR)/$(1) && CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags '-s -w $(5)' -o $@.tmp $(4)
+	@echo "e2e/tools/$(1): go build $(4)"; start=$$(date +%s); \
+	  cd $(E2E_TOOLS_DIR)/$(1) && CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags '-s -w $(5)' -o $@.tmp $(4) && \
+	  echo "e2e/tools/$(1): $(@F) built in $$(( $$(date +%s) - start )) s"
 	@mv -f $@.tmp $@
 endef
 
@@ -92,7 +102,10 @@ $(E2E_HELM_CONTROLLER):
 	$(call e2e-build,flux-helm,github.com/fluxcd/helm-controller,$(E2E_FLUX_HELM_VERSION),github.com/fluxcd/helm-controller)
 
 .PHONY: e2e-tools
-e2e-tools: $(E2E_BINARIES) ## Build the end-to-end control plane binaries (cached by version).
+e2e-tools: ## Build the end-to-end control plane binaries (cached by version), in two lanes at once.
+	@$(MAKE) --no-print-directory $(E2E_LANE_1) & one=$$!; \
+	  $(MAKE) --no-print-directory $(E2E_LANE_2) & two=$$!; \
+	  wait $$one; a=$$?; wait $$two; b=$$?; [ $$a -eq 0 ] && [ $$b -eq 0 ]
 
 # --- the suite ---------------------------------------------------------------------------------
 # The function is rebuilt from the working tree every run as its package builds it
@@ -131,7 +144,7 @@ E2E_TIMEOUT ?= 75m
 E2E_PARALLEL ?= 16
 
 .PHONY: e2e-test
-e2e-test: curl $(E2E_BINARIES) provider-aws-crds provider-kubernetes-crds ## End-to-end tests against a real API server and Crossplane on loopback.
+e2e-test: curl e2e-tools provider-aws-crds provider-kubernetes-crds ## End-to-end tests against a real API server and Crossplane on loopback.
 	$(FUNCTION_GO_BUILD) -o $(E2E_FUNCTION) ./fn
 	go test -c -o $(E2E_FAKE_AWS) ./internal/cluster
 	cd e2e && go vet -tags e2e ./...

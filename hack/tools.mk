@@ -41,7 +41,9 @@ define build-tool
 	@got=$$(cd $(TOOLS_DIR)/$(1) && go list -m -f '{{.Version}}' $(2)) && \
 	  if [ "$$got" != "$(3)" ]; then \
 	    echo "tools/$(1)/go.mod pins $(2) $$got, hack/tools.mk expects $(3)" >&2; exit 1; fi
-	cd $(TOOLS_DIR)/$(1) && CGO_ENABLED=0 go build -trimpath -buildvcs=false -tags '$(6)' -ldflags '-s -w $(5)' -o $@.tmp $(4)
+	@echo "tools/$(1): go build $(4)"; start=$$(date +%s); \
+	  cd $(TOOLS_DIR)/$(1) && CGO_ENABLED=0 go build -trimpath -buildvcs=false -tags '$(6)' -ldflags '-s -w $(5)' -o $@.tmp $(4) && \
+	  echo "tools/$(1): $(@F) built in $$(( $$(date +%s) - start )) s"
 	@mv -f $@.tmp $@
 endef
 
