@@ -40,10 +40,9 @@ check-generated: generate ## Fail when the committed generated files differ from
 	  git status --porcelain -- apis package examples/gitops/monitoring docs/reference.md >&2; git --no-pager diff -- apis package examples/gitops/monitoring docs/reference.md | head -50 >&2; exit 1; fi
 
 # The end-to-end control plane's binaries (e2e-tools, hack/e2e.mk) build in the background while
-# the other targets run: cold, they are most of make test's building, and a build leaves a core
-# idle while it downloads, compiles the last packages of its graph and links, as the tests before
-# the end-to-end suite do while they wait on processes they start. The build's output is printed
-# once it is done.
+# the other targets run, so that neither leaves a core idle while the other waits (on a download,
+# a link, a process a test started). Cold, the two together keep both cores busy for over an hour
+# (docs/performance.md, "A cold make test"). The build's output is printed once it is done.
 E2E_TOOLS_LOG = $(CACHE)/e2e-tools.log
 .PHONY: test
 test: ## Run every test.

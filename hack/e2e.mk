@@ -44,7 +44,8 @@ E2E_KUSTOMIZE_CONTROLLER := $(E2E_BIN)/kustomize-controller-$(E2E_FLUX_KUSTOMIZE
 E2E_HELM_CONTROLLER := $(E2E_BIN)/helm-controller-$(E2E_FLUX_HELM_VERSION)
 # Cold, the binaries build in two lanes at once (e2e-tools): one `go build` leaves a core idle
 # while it downloads its modules, compiles the last packages of its graph one after the other and
-# links. No two wrappers require the same versions of Kubernetes' libraries or gRPC (their go.mod),
+# links (the two lanes took 53 minutes each, cold, beside make test's other targets:
+# docs/performance.md). No two wrappers require the same versions of Kubernetes' libraries or gRPC (their go.mod),
 # so a lane seldom compiles a package the other compiles too; the builds that do share packages
 # (Kubernetes' three components, Flux's three controllers) run one after the other in one lane,
 # where the first leaves its packages in Go's build cache for the next.
@@ -136,7 +137,7 @@ E2E_FAKE_AWS := $(CACHE)/e2e/fake-aws/aws
 E2E_SHARDS := '^(TestFaults|TestDeletion|TestProviderErrorOnRole)$$' \
   '^(TestWalkToReady|TestAccessCheckFails)$$' \
   '^(TestTwoClusters|TestOutOfBandStatementNotKept|TestOneKarpenterPerCluster)$$'
-# A shard's go test timeout: with three shards they took 36, 37 and 43 minutes, warm
+# A shard's go test timeout: the four shards took 33, 32, 35 and 37 minutes, warm
 # (docs/performance.md); room for a slow day.
 E2E_TIMEOUT ?= 75m
 # Parallel subtests (refusals, one API per cluster) wait on the control plane, not on a CPU:
