@@ -45,10 +45,11 @@ E2E_HELM_CONTROLLER := $(E2E_BIN)/helm-controller-$(E2E_FLUX_HELM_VERSION)
 # Cold, the binaries build in two lanes at once (e2e-tools): one `go build` leaves a core idle
 # while it downloads its modules, compiles the last packages of its graph one after the other and
 # links (the two lanes took 53 minutes each, cold, beside make test's other targets:
-# docs/performance.md). No two wrappers require the same versions of Kubernetes' libraries or gRPC (their go.mod),
-# so a lane seldom compiles a package the other compiles too; the builds that do share packages
-# (Kubernetes' three components, Flux's three controllers) run one after the other in one lane,
-# where the first leaves its packages in Go's build cache for the next.
+# docs/performance.md). Apart from Flux's three controllers, no two wrappers require the same
+# version of Kubernetes' libraries (their go.mod), so a lane seldom compiles a package the other
+# compiles too; the builds that do share packages (Kubernetes' three components, Flux's three
+# controllers) run one after the other in one lane, where the first leaves its packages in Go's
+# build cache for the next.
 E2E_LANE_1 := $(E2E_KUBE_APISERVER) $(E2E_KUBE_CONTROLLER_MANAGER) $(E2E_KUBE_SCHEDULER) $(E2E_ETCD) \
   $(E2E_CROSSPLANE) $(E2E_KWOK)
 E2E_LANE_2 := $(E2E_PROVIDER_KUBERNETES) $(E2E_KUSTOMIZE_CONTROLLER) $(E2E_HELM_CONTROLLER) $(E2E_SOURCE_CONTROLLER)
