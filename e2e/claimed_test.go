@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"archive/zip"
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -417,9 +418,8 @@ type claimedOptions struct {
 	poll time.Duration
 }
 
-// defaultProviderPoll is provider-kubernetes v1.3.1's --poll by default (cmd/provider/main.go),
-// with its --poll-jitter-percentage, 10, on top.
-const defaultProviderPoll = 10 * time.Minute * 110 / 100
+// defaultProviderPoll is provider-kubernetes v1.3.1's --poll by default (cmd/provider/main.go).
+const defaultProviderPoll = 10 * time.Minute
 
 // realClaimedFailing is for the tests in which what provider-kubernetes observed of a Ready
 // Object changes in the claimed cluster (a Kustomization failing, a pool's use): the provider
@@ -461,10 +461,8 @@ func realClaimedClusters(t *testing.T, o claimedOptions, names ...string) (map[s
 		if o.prepare != nil {
 			o.prepare(c)
 		}
-		c.poll = defaultProviderPoll
-		if o.poll != 0 {
-			c.poll = o.poll * 110 / 100
-		}
+		// With its --poll-jitter-percentage by default, 10 (cmd/provider/main.go), on top.
+		c.poll = cmp.Or(o.poll, defaultProviderPoll) * 110 / 100
 		go c.standIns(ctx)
 		claimed[name] = c
 	}

@@ -59,19 +59,9 @@ E2E_BINARIES := $(E2E_LANE_1) $(E2E_LANE_2)
 E2E_KUBE_LDFLAGS := -X k8s.io/component-base/version.gitVersion=$(E2E_KUBERNETES_VERSION) \
   -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=35
 
-# $(call e2e-build,WRAPPER_DIR,MODULE,VERSION,PACKAGE[,LDFLAGS])
-# Checks the wrapper pins VERSION, builds into a temporary file and renames it, so an interrupted
-# build never leaves a half-written binary that make would take as up to date.
-define e2e-build
-	@mkdir -p $(@D)
-	@got=$$(cd $(E2E_TOOLS_DIR)/$(1) && go list -m -f '{{.Version}}' $(2)) && \
-	  if [ "$$got" != "$(3)" ]; then \
-	    echo "e2e/tools/$(1)/go.mod pins $(2) $$got, hack/e2e.mk expects $(3)" >&2; exit 1; fi
-	@echo "e2e/tools/$(1): go build $(4)"; start=$$(date +%s); \
-	  cd $(E2E_TOOLS_DIR)/$(1) && CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags '-s -w $(5)' -o $@.tmp $(4) && \
-	  echo "e2e/tools/$(1): $(@F) built in $$(( $$(date +%s) - start )) s"
-	@mv -f $@.tmp $@
-endef
+# $(call e2e-build,WRAPPER_DIR,MODULE,VERSION,PACKAGE[,LDFLAGS]): a binary from
+# e2e/tools/WRAPPER_DIR (go-build-in, hack/tools.mk).
+e2e-build = $(call go-build-in,e2e/tools/$(1),$(2),$(3),$(4),$(5),,hack/e2e.mk)
 
 $(E2E_ETCD):
 	$(call e2e-build,etcd,go.etcd.io/etcd/server/v3,$(E2E_ETCD_VERSION),.)

@@ -33,19 +33,24 @@ CONTROLLER_GEN_MODULE := sigs.k8s.io/controller-tools
 CRANE_MODULE := github.com/google/go-containerregistry
 PROMTOOL_MODULE := github.com/prometheus/prometheus
 
-# $(call build-tool,WRAPPER_DIR,MODULE,VERSION,PACKAGE[,LDFLAGS[,TAGS]])
-# Checks the wrapper pins VERSION, builds into a temporary file and renames it, so an interrupted
-# build never leaves a half-written binary that make would take as up to date.
-define build-tool
+# $(call go-build-in,DIR,MODULE,VERSION,PACKAGE,LDFLAGS,TAGS,MAKEFILE)
+# Builds PACKAGE from the wrapper module in DIR (relative to the repository): checks the wrapper
+# pins VERSION (MAKEFILE names where VERSION is set), prints how long the build took, builds into
+# a temporary file and renames it, so an interrupted build never leaves a half-written binary that
+# make would take as up to date. hack/e2e.mk's e2e-build calls it too.
+define go-build-in
 	@mkdir -p $(@D)
-	@got=$$(cd $(TOOLS_DIR)/$(1) && go list -m -f '{{.Version}}' $(2)) && \
+	@got=$$(cd $(CURDIR)/$(1) && go list -m -f '{{.Version}}' $(2)) && \
 	  if [ "$$got" != "$(3)" ]; then \
-	    echo "tools/$(1)/go.mod pins $(2) $$got, hack/tools.mk expects $(3)" >&2; exit 1; fi
-	@echo "tools/$(1): go build $(4)"; start=$$(date +%s); \
-	  cd $(TOOLS_DIR)/$(1) && CGO_ENABLED=0 go build -trimpath -buildvcs=false -tags '$(6)' -ldflags '-s -w $(5)' -o $@.tmp $(4) && \
-	  echo "tools/$(1): $(@F) built in $$(( $$(date +%s) - start )) s"
+	    echo "$(1)/go.mod pins $(2) $$got, $(7) expects $(3)" >&2; exit 1; fi
+	@echo "$(1): go build $(4)"; start=$$(date +%s); \
+	  cd $(CURDIR)/$(1) && CGO_ENABLED=0 go build -trimpath -buildvcs=false -tags '$(6)' -ldflags '-s -w $(5)' -o $@.tmp $(4) && \
+	  echo "$(1): $(@F) built in $$(( $$(date +%s) - start )) s"
 	@mv -f $@.tmp $@
 endef
+
+# $(call build-tool,WRAPPER_DIR,MODULE,VERSION,PACKAGE[,LDFLAGS[,TAGS]]): a tool from tools/WRAPPER_DIR.
+build-tool = $(call go-build-in,tools/$(1),$(2),$(3),$(4),$(5),$(6),hack/tools.mk)
 
 $(CROSSPLANE):
 	$(call build-tool,crossplane,$(CROSSPLANE_MODULE),$(CROSSPLANE_VERSION),$(CROSSPLANE_MODULE)/cmd/crank,-X $(CROSSPLANE_MODULE)/internal/version.version=$(CROSSPLANE_VERSION))
