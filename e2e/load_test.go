@@ -55,6 +55,15 @@ func TestLoad(t *testing.T) {
 			_ = unstructured.SetNestedField(u.Object, cl, "spec", "cluster", "name")
 		})
 	}
+	// Should the test stop early, every claim is deleted at once before each claim's own cleanup
+	// waits for its uninstall: one after the other, ten uninstalls took 17 minutes.
+	t.Cleanup(func() {
+		for _, k := range ks {
+			if k.exists() {
+				k.delete()
+			}
+		}
+	})
 	for _, k := range ks {
 		k.xr = k.waitBound()
 	}
@@ -264,8 +273,10 @@ func assertNothingShared(t *testing.T, ks []*karpenter) {
 }
 
 // loadTimeout is how long n claims may take to get Ready, or to go: generous, since it is the
-// figures that tell how long it really took.
-func loadTimeout(n int) time.Duration { return 5*time.Minute + time.Duration(n)*6*time.Second }
+// figures that tell how long it really took. In make test the suite's four shards share two
+// cores: ten claims took 317 s to get Ready in one warm run (2026-12-04), and more than the
+// 360 s this allowed before in CI on the same day.
+func loadTimeout(n int) time.Duration { return 15*time.Minute + time.Duration(n)*6*time.Second }
 
 // percentile is the nearest-rank percentile p of ds.
 func percentile(ds []time.Duration, p float64) time.Duration {
