@@ -38,6 +38,7 @@ import (
 
 	"github.com/crossplane/function-sdk-go/resource"
 	"github.com/crossplane/function-sdk-go/resource/composed"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/do-now/function-karpenter/internal/awsres"
 	"github.com/do-now/function-karpenter/internal/cluster"
@@ -119,7 +120,11 @@ func Usages(refs map[resource.Name]sequence.Ref, observed map[resource.Name]reso
 				continue
 			}
 		}
-		u, err := build(e, refs[e.By], refs[e.Of])
+		var had *resource.ObservedComposed
+		if o, ok := observed[name]; ok {
+			had = &o
+		}
+		u, err := build(e, refs[e.By], refs[e.Of], end(observed, e.By, had, "by"), end(observed, e.Of, had, "of"))
 		if err != nil {
 			return nil, err
 		}
@@ -130,44 +135,64 @@ func Usages(refs map[resource.Name]sequence.Ref, observed map[resource.Name]reso
 	return out, nil
 }
 
-func build(e Edge, by, of sequence.Ref) (*composed.Unstructured, error) {
+// end is the name of the object at one end of a Usage: the observed composed
+// resource's, or, once that is gone, the one the existing Usage names (field
+// "of" or "by"), or "" when neither is known.
+func end(observed map[resource.Name]resource.ObservedComposed, n resource.Name, had *resource.ObservedComposed, field string) string {
+	if o, ok := observed[n]; ok && o.Resource.GetName() != "" {
+		return o.Resource.GetName()
+	}
+	if had == nil {
+		return ""
+	}
+	name, _, _ := unstructured.NestedString(had.Resource.Object, "spec", field, "resourceRef", "name")
+	return name
+}
+
+// build names each end by its resourceRef where its name is known, as it
+// always is once both ends were observed. A selector would be resolved by
+// Crossplane's Usage controller with an update of the Usage, which races the
+// XR's own apply (a conflict, retried), and in Crossplane v2.4.2 the first
+// reconcile of a Usage whose "of" is a selector panics: Reconcile reads
+// spec.of before ResolveSelectors fills it in and dereferences its nil
+// resourceRef (internal/controller/protection/usage/reconciler.go, lines 286
+// and 311), to succeed only on the retry. The selector is left only for an end
+// whose name is unknown: an existing Usage's, whose end is gone.
+func build(e Edge, by, of sequence.Ref, byName, ofName string) (*composed.Unstructured, error) {
 	u := composed.New()
 	u.SetAPIVersion(APIVersion)
-	selector := func(name resource.Name) map[string]any {
-		return map[string]any{
-			"matchControllerRef": true,
-			"matchLabels":        map[string]any{sequence.ResourceLabel: string(name)},
+	ref := func(r sequence.Ref, n resource.Name, name, namespace string) map[string]any {
+		key, which := "resourceRef", map[string]any{"name": name}
+		if name == "" {
+			key, which = "resourceSelector", map[string]any{
+				"matchControllerRef": true,
+				"matchLabels":        map[string]any{sequence.ResourceLabel: string(n)},
+			}
 		}
-	}
-	ofRef := map[string]any{
-		"apiVersion":       of.APIVersion,
-		"kind":             of.Kind,
-		"resourceSelector": selector(e.Of),
-	}
-	spec := map[string]any{
-		"of": ofRef,
-		"by": map[string]any{
-			"apiVersion":       by.APIVersion,
-			"kind":             by.Kind,
-			"resourceSelector": selector(e.By),
-		},
-		// Retry the used resource's deletion as soon as the Usage is gone,
-		// instead of waiting for its controller's backoff.
-		"replayDeletion": true,
+		if namespace != "" {
+			which["namespace"] = namespace
+		}
+		return map[string]any{"apiVersion": r.APIVersion, "kind": r.Kind, key: which}
 	}
 	// A namespaced Usage lives with its user; a cluster-scoped user needs a
-	// ClusterUsage.
+	// ClusterUsage. A namespaced Usage names the namespace of what it
+	// protects; a ClusterUsage cannot.
+	ofNamespace := ""
 	if by.Namespace != "" {
 		u.SetKind("Usage")
 		u.SetNamespace(by.Namespace)
-		if of.Namespace != "" {
-			ofRef["resourceSelector"].(map[string]any)["namespace"] = of.Namespace
-		}
+		ofNamespace = of.Namespace
 	} else {
 		u.SetKind("ClusterUsage")
 	}
 	// Set as is: its values are JSON's own types already, which is all
 	// SetValue's JSON round trip would make sure of.
-	u.Object["spec"] = spec
+	u.Object["spec"] = map[string]any{
+		"of": ref(of, e.Of, ofName, ofNamespace),
+		"by": ref(by, e.By, byName, ""),
+		// Retry the used resource's deletion as soon as the Usage is gone,
+		// instead of waiting for its controller's backoff.
+		"replayDeletion": true,
+	}
 	return u, nil
 }
