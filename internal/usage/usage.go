@@ -156,7 +156,9 @@ func end(observed map[resource.Name]resource.ObservedComposed, n resource.Name, 
 // reconcile of a Usage whose "of" is a selector panics: Reconcile reads
 // spec.of before ResolveSelectors fills it in and dereferences its nil
 // resourceRef (internal/controller/protection/usage/reconciler.go, lines 286
-// and 311), to succeed only on the retry. The selector is left only for an end
+// and 311), to succeed only on the retry; until "by" is resolved, its
+// admission webhook panics too when it would refuse a deletion
+// (crossplane/crossplane#7243, open). The selector is left only for an end
 // whose name is unknown: an existing Usage's, whose end is gone.
 func build(e Edge, by, of sequence.Ref, byName, ofName string) (*composed.Unstructured, error) {
 	u := composed.New()
