@@ -34,6 +34,13 @@ var crossplaneFacts = []struct{ file, says, reliedOn string }{
 	{"internal/xfn/function_runner_metrics.go", `Subsystem: "function", Name: "run_function_request_total"`, "TestLoad's function calls"},
 	{"internal/xfn/function_runner_metrics.go", `Subsystem: "function", Name: "run_function_response_total"`, "TestLoad's errors"},
 	{"internal/circuit/circuit_metrics.go", `Subsystem: "circuit_breaker", Name: "opens_total"`, "TestLoad's circuit breaker openings"},
+	// A Usage's first reconcile reads spec.of, resolves a selector into a copy the reconciler
+	// never reads again, and dereferences spec.of.resourceRef: a selector-only "of" panics.
+	{"internal/controller/protection/usage/reconciler.go", `of := u.GetUserOf() by := u.GetUsedBy()`,
+		"the function names a Usage's ends by resourceRef (internal/usage; the suite's usagesNeverPanicked)"},
+	{"internal/controller/protection/usage/selector.go", `u.SetUserOf(of)`, "internal/usage"},
+	{"internal/controller/protection/usage/reconciler.go", `Namespace: ptr.Deref(of.ResourceRef.Namespace, uu.GetNamespace()), Name: of.ResourceRef.Name,`,
+		"internal/usage"},
 }
 
 // TestCrossplaneFacts holds crossplaneFacts to the source of the Crossplane the suite runs (the
