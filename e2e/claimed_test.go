@@ -120,8 +120,8 @@ func startClaimedCluster(ctx context.Context, name string, base *gitOpsBase) (*c
 // kwok changes pods and nodes through Stages (kwok v0.8.0, kwok.x-k8s.io/v1alpha1): its
 // binary holds none, so the suite gives it kwok's own, read in place from its module
 // (E2E_KWOK_STAGES, kustomize/stage): a node initialised Ready; a pod bound to it Running and
-// Ready; a pod deleted, confirmed. The access check's Pod then ends as its script does, run by
-// accessCheckKubelet.
+// Ready; a pod deleted, confirmed; and one of the suite's own, podReadyAgain. The access check's
+// Pod then ends as its script does, run by accessCheckKubelet.
 func (c *claimedCluster) startNodes(ctx context.Context) error {
 	bin, stages := os.Getenv("E2E_KWOK"), os.Getenv("E2E_KWOK_STAGES")
 	if bin == "" || stages == "" {
@@ -142,6 +142,7 @@ func (c *claimedCluster) startNodes(ctx context.Context) error {
 		}
 		config = append(config, string(b))
 	}
+	config = append(config, podReadyAgain)
 	path := filepath.Join(c.dir, "kwok.yaml")
 	if err := os.WriteFile(path, []byte(strings.Join(config, "\n---\n")), 0o644); err != nil {
 		return err
@@ -166,6 +167,45 @@ func (c *claimedCluster) startNodes(ctx context.Context) error {
 	}
 	return nil
 }
+
+// podReadyAgain is the suite's own kwok Stage, part of its stand-in for the kubelet: a running
+// Pod whose Ready condition someone else set False is Ready again. When a node's Lease goes
+// stale (its API server down a minute, or kwok starved of CPU under the suite's four shards),
+// kube-controller-manager marks each of its Pods not Ready (v1.35.4
+// pkg/controller/util/node/controller_utils.go, MarkPodsNotReady: the Ready condition alone).
+// A kubelet that is still there puts it back within its status sync (pkg/kubelet/status/
+// status_manager.go: needsReconcile, "kubelet should be the source of truth of pod status",
+// syncPeriod 10s); kwok's own Stages ready a Pod only while it is Pending, so the controller's
+// Deployment stayed unavailable for good in one CI run.
+const podReadyAgain = `apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: pod-ready-again
+spec:
+  resourceRef:
+    apiGroup: v1
+    kind: Pod
+  selector:
+    matchExpressions:
+    - key: '.metadata.deletionTimestamp'
+      operator: 'DoesNotExist'
+    - key: '.status.phase'
+      operator: 'In'
+      values:
+      - 'Running'
+    - key: '.status.conditions.[] | select( .type == "Ready" ) | .status'
+      operator: 'NotIn'
+      values:
+      - 'True'
+  delay:
+    durationMilliseconds: 10000
+  next:
+    statusTemplate: |
+      conditions:
+      - lastTransitionTime: {{ Now | Quote }}
+        status: "True"
+        type: Ready
+`
 
 // declared is the claimed cluster as the claim API's shipped function input declares it in its
 // tenancy.

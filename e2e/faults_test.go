@@ -97,7 +97,7 @@ func TestFaults(t *testing.T) {
 		}})
 	}
 	seen := uninstallPastAnInstance(t, c, eu, outages)
-	assertDeletedInOrder(t, c, append(sortedKeys(resources), sortedKeys(usages)...), usageEdges(usages), seen)
+	assertDeletedInOrder(t, c, append(sortedKeys(resources), sortedKeys(usages)...), usageEdges(resources, usages), seen)
 	ns, _, _ := unstructured.NestedString(platformInput(t, c.api), "podIdentity", "namespace")
 	eu.waitUninstalled(t, ns)
 }

@@ -300,6 +300,17 @@ func assertNothingPruned(t *testing.T, a *api, maps ...map[string]*unstructured.
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A Usage names the objects at its ends (internal/usage), which Crossplane named here and the
+	// render's fixtures there: both are compared as the composition-resource names they stand for.
+	goldenNames, storedNames := map[string]string{}, map[string]string{}
+	for _, g := range golden {
+		goldenNames[g.GetName()] = g.GetAnnotations()[resourceNameAnno]
+	}
+	for _, m := range maps {
+		for n, u := range m {
+			storedNames[u.GetName()] = n
+		}
+	}
 	compared := 0
 	for _, g := range golden {
 		name := g.GetAnnotations()[resourceNameAnno]
@@ -317,11 +328,27 @@ func assertNothingPruned(t *testing.T, a *api, maps ...map[string]*unstructured.
 			continue
 		}
 		compared++
-		for _, d := range missingFrom(g.Object["spec"], stored.Object["spec"], "spec") {
+		want, got := g.Object["spec"], stored.Object["spec"]
+		if k := g.GetKind(); k == "Usage" || k == "ClusterUsage" {
+			want, got = endsByResourceName(g, goldenNames), endsByResourceName(stored, storedNames)
+		}
+		for _, d := range missingFrom(want, got, "spec") {
 			t.Errorf("%s (%s): %s", name, g.GetKind(), d)
 		}
 	}
 	t.Logf("%d composed objects keep every field of the golden render", compared)
+}
+
+// endsByResourceName is a Usage's spec with the name of the object at each end replaced by the
+// composition-resource name names holds for it (or "" when it holds none).
+func endsByResourceName(u *unstructured.Unstructured, names map[string]string) map[string]any {
+	spec, _, _ := unstructured.NestedMap(u.DeepCopy().Object, "spec")
+	for _, end := range []string{"of", "by"} {
+		if n, ok, _ := unstructured.NestedString(spec, end, "resourceRef", "name"); ok {
+			_ = unstructured.SetNestedField(spec, names[n], end, "resourceRef", "name")
+		}
+	}
+	return spec
 }
 
 // missingFrom lists where want is not contained in got: maps may gain fields (defaults), lists
@@ -956,7 +983,7 @@ func testDeletion(t *testing.T, c *karpenter, claimed *claimedCluster) {
 		t.Fatalf("before deleting: want every resource and 24 Usages, got %v and %d Usages", sortedKeys(resources), len(usages))
 	}
 
-	edges := usageEdges(usages)
+	edges := usageEdges(resources, usages)
 	for _, want := range []usageEdge{
 		{"nodes-kustomization", "controller-kustomization"},
 		{"controller-kustomization", "final-check"},
@@ -998,21 +1025,26 @@ func testDeletion(t *testing.T, c *karpenter, claimed *claimedCluster) {
 type usageEdge struct{ by, of string }
 
 // usageEdges reads the deletion order the Usages declare from the Usages themselves: the
-// composition-resource names their selectors match.
-func usageEdges(usages map[string]*unstructured.Unstructured) []usageEdge {
-	selected := func(u *unstructured.Unstructured, end string) string {
-		v, _, _ := unstructured.NestedString(u.Object, "spec", end, "resourceSelector", "matchLabels", "socle.do-now.io/composition-resource")
-		return v
+// composition-resource names of the objects their ends name (internal/usage names each by its
+// resourceRef), read from resources, which holds every composed resource by that name.
+func usageEdges(resources, usages map[string]*unstructured.Unstructured) []usageEdge {
+	byName := map[string]string{}
+	for n, u := range resources {
+		byName[u.GetName()] = n
+	}
+	named := func(u *unstructured.Unstructured, end string) string {
+		v, _, _ := unstructured.NestedString(u.Object, "spec", end, "resourceRef", "name")
+		return byName[v]
 	}
 	var edges []usageEdge
 	for _, n := range sortedKeys(usages) {
-		edges = append(edges, usageEdge{by: selected(usages[n], "by"), of: selected(usages[n], "of")})
+		edges = append(edges, usageEdge{by: named(usages[n], "by"), of: named(usages[n], "of")})
 	}
 	return edges
 }
 
-// waitUsagesBound waits until Crossplane's Usage controller has bound each of c's Usages to the
-// objects its selectors match: only then does its webhook hold a deletion.
+// waitUsagesBound waits until each of c's Usages names the objects at both its ends (the function
+// names them once both are observed): only then does Crossplane's webhook hold a deletion.
 func (c *karpenter) waitUsagesBound() {
 	c.t.Helper()
 	c.wait(react, "every Usage bound to the resources it orders", func() (bool, error) {
