@@ -2,7 +2,8 @@
 // process's user and system time, read from /proc/<pid>/stat every interval and summed by the
 // name of its executable. A process that lives less than an interval may be missed (a compiler's
 // run on one package), so the table speaks for long-lived processes: API servers, controllers,
-// test binaries.
+// test binaries. The command's own total, every descendant it waited for included, is exact: it
+// is wait4's, as time(1) prints it.
 //
 //	go run ./hack/proccpu -every 5s -- make test
 package main
@@ -70,7 +71,13 @@ func main() {
 		}
 	}, func(a, b string) int { return cmp.Compare(byName[b], byName[a]) })
 	wall := time.Since(start).Seconds()
-	fmt.Printf("proccpu: %.0f s of CPU in %.0f s (%.0f%% of %d cores' time), by executable:\n", total, wall, 100*total/wall/float64(cores()), cores())
+	// wait4's rusage counts the command and every descendant reaped (as time(1) does): the
+	// short-lived processes the samples miss included.
+	if st := cmd.ProcessState; st != nil {
+		fmt.Printf("proccpu: the command and the descendants it waited for: %.0f s of CPU in %.0f s\n",
+			(st.UserTime() + st.SystemTime()).Seconds(), wall)
+	}
+	fmt.Printf("proccpu: sampled every %s, %.0f s of CPU (%.0f%% of %d cores' time), by executable:\n", *every, total, 100*total/wall/float64(cores()), cores())
 	for _, n := range names[:min(*top, len(names))] {
 		if byName[n] < 0.05 {
 			break
