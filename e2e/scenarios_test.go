@@ -302,15 +302,11 @@ func assertNothingPruned(t *testing.T, a *api, maps ...map[string]*unstructured.
 	}
 	// A Usage names the objects at its ends (internal/usage), which Crossplane named here and the
 	// render's fixtures there: both are compared as the composition-resource names they stand for.
-	goldenNames, storedNames := map[string]string{}, map[string]string{}
+	goldenNames := map[string]string{}
 	for _, g := range golden {
 		goldenNames[g.GetName()] = g.GetAnnotations()[resourceNameAnno]
 	}
-	for _, m := range maps {
-		for n, u := range m {
-			storedNames[u.GetName()] = n
-		}
-	}
+	storedNames := resourceNames(maps...)
 	compared := 0
 	for _, g := range golden {
 		name := g.GetAnnotations()[resourceNameAnno]
@@ -340,15 +336,38 @@ func assertNothingPruned(t *testing.T, a *api, maps ...map[string]*unstructured.
 }
 
 // endsByResourceName is a Usage's spec with the name of the object at each end replaced by the
-// composition-resource name names holds for it (or "" when it holds none).
+// composition-resource name names holds for it (endName).
 func endsByResourceName(u *unstructured.Unstructured, names map[string]string) map[string]any {
 	spec, _, _ := unstructured.NestedMap(u.DeepCopy().Object, "spec")
 	for _, end := range []string{"of", "by"} {
-		if n, ok, _ := unstructured.NestedString(spec, end, "resourceRef", "name"); ok {
-			_ = unstructured.SetNestedField(spec, names[n], end, "resourceRef", "name")
+		if _, ok, _ := unstructured.NestedString(spec, end, "resourceRef", "name"); ok {
+			_ = unstructured.SetNestedField(spec, endName(spec, end, names), end, "resourceRef", "name")
 		}
 	}
 	return spec
+}
+
+// resourceNames maps each composed object's name to its composition-resource name, the key it
+// has in maps.
+func resourceNames(maps ...map[string]*unstructured.Unstructured) map[string]string {
+	out := map[string]string{}
+	for _, m := range maps {
+		for n, u := range m {
+			out[u.GetName()] = n
+		}
+	}
+	return out
+}
+
+// endName is the composition-resource name of the object a Usage's spec names at end ("of" or
+// "by"), or, when names holds none for it, a name no resource has, so that a comparison fails
+// rather than pass on two empty strings.
+func endName(spec map[string]any, end string, names map[string]string) string {
+	v, _, _ := unstructured.NestedString(spec, end, "resourceRef", "name")
+	if n, ok := names[v]; ok {
+		return n
+	}
+	return fmt.Sprintf("<no composed resource named %q>", v)
 }
 
 // missingFrom lists where want is not contained in got: maps may gain fields (defaults), lists
@@ -1031,17 +1050,11 @@ type usageEdge struct{ by, of string }
 // composition-resource names of the objects their ends name (internal/usage names each by its
 // resourceRef), read from resources, which holds every composed resource by that name.
 func usageEdges(resources, usages map[string]*unstructured.Unstructured) []usageEdge {
-	byName := map[string]string{}
-	for n, u := range resources {
-		byName[u.GetName()] = n
-	}
-	named := func(u *unstructured.Unstructured, end string) string {
-		v, _, _ := unstructured.NestedString(u.Object, "spec", end, "resourceRef", "name")
-		return byName[v]
-	}
+	names := resourceNames(resources)
 	var edges []usageEdge
 	for _, n := range sortedKeys(usages) {
-		edges = append(edges, usageEdge{by: named(usages[n], "by"), of: named(usages[n], "of")})
+		spec, _, _ := unstructured.NestedMap(usages[n].Object, "spec")
+		edges = append(edges, usageEdge{by: endName(spec, "by", names), of: endName(spec, "of", names)})
 	}
 	return edges
 }

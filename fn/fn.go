@@ -282,11 +282,7 @@ func (f *Function) compose(req *fnv1.RunFunctionRequest, readObserved func() (ma
 		response.Fatal(rsp, err)
 		return rsp, composed
 	}
-	usages, err := usage.Usages(out.Refs, observed, clusterLabels)
-	if err != nil {
-		response.Fatal(rsp, errors.Wrap(err, "cannot build deletion-order usages"))
-		return rsp, composed
-	}
+	usages := usage.Usages(out.Refs, observed, clusterLabels)
 	if changed := sequence.KindChanges(observed, out.Desired, usages); len(changed) > 0 {
 		err := errors.Errorf("refusing %s %q: Crossplane cannot change the kind of a composed resource: %s; "+
 			"orphan and delete the old ones as docs/operating.md \"Upgrading an existing installation\" says, and the claim goes on",

@@ -12,16 +12,19 @@ import (
 	"cmp"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 )
 
-// clockTicks is USER_HZ, 100 on Linux (proc(5): utime and stime are in clock ticks).
+// clockTicks is sysconf(_SC_CLK_TCK), by which proc(5) says utime and stime are counted: Linux's
+// USER_HZ, 100 (`getconf CLK_TCK` on this machine).
 const clockTicks = 100
 
 type key struct{ pid, start string }
@@ -63,13 +66,7 @@ func main() {
 		byName[s.name] += cpu
 		total += cpu
 	}
-	names := slices.SortedFunc(func(yield func(string) bool) {
-		for n := range byName {
-			if !yield(n) {
-				return
-			}
-		}
-	}, func(a, b string) int { return cmp.Compare(byName[b], byName[a]) })
+	names := slices.SortedFunc(maps.Keys(byName), func(a, b string) int { return cmp.Compare(byName[b], byName[a]) })
 	wall := time.Since(start).Seconds()
 	// wait4's rusage counts the command and every descendant reaped (as time(1) does): the
 	// short-lived processes the samples miss included.
@@ -77,7 +74,7 @@ func main() {
 		fmt.Printf("proccpu: the command and the descendants it waited for: %.0f s of CPU in %.0f s\n",
 			(st.UserTime() + st.SystemTime()).Seconds(), wall)
 	}
-	fmt.Printf("proccpu: sampled every %s, %.0f s of CPU (%.0f%% of %d cores' time), by executable:\n", *every, total, 100*total/wall/float64(cores()), cores())
+	fmt.Printf("proccpu: sampled every %s, %.0f s of CPU (%.0f%% of %d cores' time), by executable:\n", *every, total, 100*total/wall/float64(runtime.NumCPU()), runtime.NumCPU())
 	for _, n := range names[:min(*top, len(names))] {
 		if byName[n] < 0.05 {
 			break
@@ -126,16 +123,4 @@ func sample() map[key]sampled {
 		out[key{e.Name(), f[19]}] = sampled{name: name, cpu: (utime + stime) / clockTicks}
 	}
 	return out
-}
-
-func cores() int {
-	b, _ := os.ReadFile("/proc/cpuinfo")
-	return max(1, strings.Count(string(b), "\nprocessor")+boolInt(strings.HasPrefix(string(b), "processor")))
-}
-
-func boolInt(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }

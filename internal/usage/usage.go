@@ -105,7 +105,7 @@ func Name(e Edge) resource.Name {
 // rebuilt from the observed state on every call, so no early return and no
 // withheld step can drop one. Each carries labels, as every composed
 // resource does.
-func Usages(refs map[resource.Name]sequence.Ref, observed map[resource.Name]resource.ObservedComposed, labels map[string]string) (map[resource.Name]*resource.DesiredComposed, error) {
+func Usages(refs map[resource.Name]sequence.Ref, observed map[resource.Name]resource.ObservedComposed, labels map[string]string) map[resource.Name]*resource.DesiredComposed {
 	out := map[resource.Name]*resource.DesiredComposed{}
 	for _, e := range Edges() {
 		name := Name(e)
@@ -120,32 +120,26 @@ func Usages(refs map[resource.Name]sequence.Ref, observed map[resource.Name]reso
 				continue
 			}
 		}
-		var had *resource.ObservedComposed
-		if o, ok := observed[name]; ok {
-			had = &o
-		}
-		u, err := build(e, refs[e.By], refs[e.Of], end(observed, e.By, had, "by"), end(observed, e.Of, had, "of"))
-		if err != nil {
-			return nil, err
-		}
+		had := observed[name].Resource // nil until the Usage exists
+		u := build(e, refs[e.By], refs[e.Of], end(observed, e.By, had, "by"), end(observed, e.Of, had, "of"))
 		u.SetLabels(labels)
 		// A Usage is bookkeeping, not part of what the claim waits for.
 		out[name] = &resource.DesiredComposed{Resource: u, Ready: resource.ReadyTrue}
 	}
-	return out, nil
+	return out
 }
 
 // end is the name of the object at one end of a Usage: the observed composed
 // resource's, or, once that is gone, the one the existing Usage names (field
 // "of" or "by"), or "" when neither is known.
-func end(observed map[resource.Name]resource.ObservedComposed, n resource.Name, had *resource.ObservedComposed, field string) string {
+func end(observed map[resource.Name]resource.ObservedComposed, n resource.Name, had *composed.Unstructured, field string) string {
 	if o, ok := observed[n]; ok && o.Resource.GetName() != "" {
 		return o.Resource.GetName()
 	}
 	if had == nil {
 		return ""
 	}
-	name, _, _ := unstructured.NestedString(had.Resource.Object, "spec", field, "resourceRef", "name")
+	name, _, _ := unstructured.NestedString(had.Object, "spec", field, "resourceRef", "name")
 	return name
 }
 
@@ -160,7 +154,7 @@ func end(observed map[resource.Name]resource.ObservedComposed, n resource.Name, 
 // admission webhook panics too when it would refuse a deletion
 // (crossplane/crossplane#7243, open). The selector is left only for an end
 // whose name is unknown: an existing Usage's, whose end is gone.
-func build(e Edge, by, of sequence.Ref, byName, ofName string) (*composed.Unstructured, error) {
+func build(e Edge, by, of sequence.Ref, byName, ofName string) *composed.Unstructured {
 	u := composed.New()
 	u.SetAPIVersion(APIVersion)
 	ref := func(r sequence.Ref, n resource.Name, name, namespace string) map[string]any {
@@ -196,5 +190,5 @@ func build(e Edge, by, of sequence.Ref, byName, ofName string) (*composed.Unstru
 		// instead of waiting for its controller's backoff.
 		"replayDeletion": true,
 	}
-	return u, nil
+	return u
 }

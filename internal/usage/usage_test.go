@@ -28,10 +28,7 @@ func TestRetiredUsagesLeaveOnceReplaced(t *testing.T) {
 		observed[n] = resource.ObservedComposed{Resource: composed.New()}
 	}
 	composes := func() []resource.Name {
-		out, err := Usages(refs, observed, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		out := Usages(refs, observed, nil)
 		var names []resource.Name
 		for n := range out {
 			names = append(names, n)
@@ -70,10 +67,7 @@ func TestUsagesNameTheirEnds(t *testing.T) {
 	}
 	spec := func(observed map[resource.Name]resource.ObservedComposed) map[string]any {
 		t.Helper()
-		out, err := Usages(refs, observed, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		out := Usages(refs, observed, nil)
 		u, ok := out[name]
 		if !ok {
 			t.Fatalf("no %s composed", name)
