@@ -95,7 +95,6 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 		return rsp.(*fnv1.RunFunctionResponse), nil
 	}
 	objects, _ := f.decoded.LoadAndDelete(req)
-	observed := func() (map[resource.Name]resource.ObservedComposed, error) { return observedOf(req, objects) }
 	if req.GetObserved() == nil && cache.IsDigest(req.GetMeta().GetTag()) {
 		// Crossplane always sends the observed XR: this is a request wire
 		// left partly decoded, whose answer is no longer put aside. It is
@@ -104,14 +103,14 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 		return nil, grpcstatus.Error(codes.Unavailable, "the request's cached answer is gone; call again")
 	}
 	if f.cache == nil {
-		rsp, _ := f.compose(req, observed)
+		rsp, _ := f.compose(req, objects)
 		f.answered("composed")
 		return rsp, nil
 	}
 	key, err := cache.Key(req)
 	if err != nil {
 		// Not cacheable, still answerable.
-		rsp, _ := f.compose(req, observed)
+		rsp, _ := f.compose(req, objects)
 		f.answered("composed")
 		return rsp, nil
 	}
@@ -122,7 +121,7 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 		}
 		return rsp, nil
 	}
-	rsp, kind := f.compose(req, observed)
+	rsp, kind := f.compose(req, objects)
 	f.answered("composed")
 	if f.debug {
 		f.log.Debug("composed", "xr", cache.XR(req), "tag", req.GetMeta().GetTag(), "answer", string(kind))
@@ -177,11 +176,13 @@ func observedOf(req *fnv1.RunFunctionRequest, objects any) (map[resource.Name]re
 	return out, nil
 }
 
-// compose is RunFunction without the cache; readObserved reads the
-// request's observed composed resources (observedOf). Its response is a
+// compose is RunFunction without the cache; objects are the request's
+// observed composed resources as the gRPC codec decoded them apart, if it
+// did (observedOf), and then only gRPC reads the response: its desired
+// composed resources are kept encoded (setDesiredEncoded). Its response is a
 // function of the request alone, except the TTL of a claim that waits:
 // kind says which.
-func (f *Function) compose(req *fnv1.RunFunctionRequest, readObserved func() (map[resource.Name]resource.ObservedComposed, error)) (rsp *fnv1.RunFunctionResponse, kind answer) {
+func (f *Function) compose(req *fnv1.RunFunctionRequest, objects any) (rsp *fnv1.RunFunctionResponse, kind answer) {
 	rsp, kind = response.To(req, requeue.Settled), composed
 	// The response must not share the request's state: the SDK's setters
 	// modify it in place, and a cached response is shared.
@@ -243,7 +244,7 @@ func (f *Function) compose(req *fnv1.RunFunctionRequest, readObserved func() (ma
 		return rsp, asking
 	}
 
-	observed, err := readObserved()
+	observed, err := observedOf(req, objects)
 	if err != nil {
 		response.Fatal(rsp, errors.Wrap(err, "cannot get observed composed resources"))
 		return rsp, composed
@@ -301,7 +302,11 @@ func (f *Function) compose(req *fnv1.RunFunctionRequest, readObserved func() (ma
 	}
 	maps.Copy(desired, out.Desired)
 	maps.Copy(desired, usages)
-	if err := response.SetDesiredComposedResources(rsp, desired); err != nil {
+	setDesired := response.SetDesiredComposedResources
+	if objects != nil {
+		setDesired = setDesiredEncoded
+	}
+	if err := setDesired(rsp, desired); err != nil {
 		response.Fatal(rsp, errors.Wrap(err, "cannot set desired composed resources"))
 		return rsp, composed
 	}
