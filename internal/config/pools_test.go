@@ -14,12 +14,7 @@ import (
 // TestLoadInvalidClusterHalf is the catalog of bad pool values and bad
 // platform settings of the cluster half, each with its exact field path.
 func TestLoadInvalidClusterHalf(t *testing.T) {
-	cases := map[string]struct {
-		reason string
-		spec   map[string]any
-		input  map[string]any
-		want   []errorID
-	}{
+	testLoadInvalid(t, map[string]invalidCase{
 		"NegativeCPULimit": {
 			reason: "A pool's CPU limit must be above zero.",
 			spec:   xr(with("pools.private.limits", map[string]any{"cpu": "-4", "memory": "16Gi"})),
@@ -88,142 +83,134 @@ func TestLoadInvalidClusterHalf(t *testing.T) {
 		"PublicPoolWithoutPlatformSecurityGroup": {
 			reason: "A platform without a public security group cannot serve a claim whose public pool is on.",
 			spec:   xr(),
-			input:  map[string]any{"nodes": map[string]any{"publicSecurityGroupSuffix": ""}},
+			input:  input(map[string]any{"nodes": map[string]any{"publicSecurityGroupSuffix": ""}}),
 			want:   []errorID{{field.ErrorTypeRequired, "input.nodes.publicSecurityGroupSuffix"}},
 		},
 		"FluxSourceKind": {
 			reason: "Kustomizations build from a GitRepository, an OCIRepository or a Bucket.",
 			spec:   xr(),
-			input:  map[string]any{"flux": map[string]any{"sourceRef": map[string]any{"kind": "HelmRepository"}}},
+			input:  input(map[string]any{"flux": map[string]any{"sourceRef": map[string]any{"kind": "HelmRepository"}}}),
 			want:   []errorID{{field.ErrorTypeNotSupported, "input.flux.sourceRef.kind"}},
 		},
 		"FluxPathEscapes": {
 			reason: "A base path must stay inside the source.",
 			spec:   xr(),
-			input:  map[string]any{"flux": map[string]any{"nodesPath": "./../other"}},
+			input:  input(map[string]any{"flux": map[string]any{"nodesPath": "./../other"}}),
 			want:   []errorID{{field.ErrorTypeInvalid, "input.flux.nodesPath"}},
 		},
 		"FluxInterval": {
 			reason: "Intervals are Go durations.",
 			spec:   xr(),
-			input:  map[string]any{"flux": map[string]any{"interval": "ten minutes"}},
+			input:  input(map[string]any{"flux": map[string]any{"interval": "ten minutes"}}),
 			want:   []errorID{{field.ErrorTypeInvalid, "input.flux.interval"}},
 		},
 		"FluxRetryIntervalUnderASecond": {
 			reason: "Flux's retry interval is at least a second: a finer duration renders as 500µs, which Flux's CRD refuses.",
 			spec:   xr(),
-			input:  map[string]any{"flux": map[string]any{"retryInterval": "500us"}},
+			input:  input(map[string]any{"flux": map[string]any{"retryInterval": "500us"}}),
 			want:   []errorID{{field.ErrorTypeInvalid, "input.flux.retryInterval"}},
 		},
 		"SettledIntervalNotADuration": {
 			reason: "The settled interval is a Go duration.",
 			spec:   xr(),
-			input:  map[string]any{"settledInterval": "hourly"},
+			input:  input(map[string]any{"settledInterval": "hourly"}),
 			want:   []errorID{{field.ErrorTypeInvalid, "input.settledInterval"}},
 		},
 		"SettledIntervalBelowTheSDKsDefault": {
 			reason: "A settled claim reconciled more often than the SDK's default TTL would cost Crossplane more than it does today.",
 			spec:   xr(),
-			input:  map[string]any{"settledInterval": "30s"},
+			input:  input(map[string]any{"settledInterval": "30s"}),
 			want:   []errorID{{field.ErrorTypeInvalid, "input.settledInterval"}},
 		},
 		"SettledIntervalAboveAnHour": {
 			reason: "Past an hour, Crossplane's default --sync-interval reconciles it anyway.",
 			spec:   xr(),
-			input:  map[string]any{"settledInterval": "2h"},
+			input:  input(map[string]any{"settledInterval": "2h"}),
 			want:   []errorID{{field.ErrorTypeInvalid, "input.settledInterval"}},
 		},
 		"TolerationOperator": {
 			reason: "Tolerations use Equal or Exists.",
 			spec:   xr(),
-			input:  map[string]any{"controller": map[string]any{"tolerations": []any{map[string]any{"key": "CriticalAddonsOnly", "operator": "Matches"}}}},
+			input:  input(map[string]any{"controller": map[string]any{"tolerations": []any{map[string]any{"key": "CriticalAddonsOnly", "operator": "Matches"}}}}),
 			want:   []errorID{{field.ErrorTypeNotSupported, "input.controller.tolerations[0].operator"}},
 		},
 		"NodeSelectorKey": {
 			reason: "Node selector keys are label keys.",
 			spec:   xr(),
-			input:  map[string]any{"controller": map[string]any{"nodeSelector": map[string]any{"bad key": "x"}}},
+			input:  input(map[string]any{"controller": map[string]any{"nodeSelector": map[string]any{"bad key": "x"}}}),
 			want:   []errorID{{field.ErrorTypeInvalid, "input.controller.nodeSelector[bad key]"}},
 		},
 		"RootVolumeTooSmall": {
 			reason: "AL2023 needs a root volume of at least 20Gi.",
 			spec:   xr(),
-			input:  map[string]any{"nodes": map[string]any{"rootVolumeSize": "8Gi"}},
+			input:  input(map[string]any{"nodes": map[string]any{"rootVolumeSize": "8Gi"}}),
 			want:   []errorID{{field.ErrorTypeInvalid, "input.nodes.rootVolumeSize"}},
 		},
 		"RootVolumeInMi": {
 			reason: "EC2NodeClass takes volume sizes in whole Gi, G, Ti or T only.",
 			spec:   xr(),
-			input:  map[string]any{"nodes": map[string]any{"rootVolumeSize": "20480Mi"}},
+			input:  input(map[string]any{"nodes": map[string]any{"rootVolumeSize": "20480Mi"}}),
 			want:   []errorID{{field.ErrorTypeInvalid, "input.nodes.rootVolumeSize"}},
 		},
 		"TagReservedByKarpenter": {
 			reason: "Karpenter refuses node classes carrying tags it sets itself.",
 			spec:   xr(),
-			input:  map[string]any{"tags": map[string]any{"karpenter.sh/nodepool": "x"}},
+			input:  input(map[string]any{"tags": map[string]any{"karpenter.sh/nodepool": "x"}}),
 			want:   []errorID{{field.ErrorTypeInvalid, "input.tags[karpenter.sh/nodepool]"}},
 		},
 		"TagOfAClusterOwnership": {
 			reason: "kubernetes.io/cluster/<name> scopes the controller policy: the platform must not set it.",
 			spec:   xr(),
-			input:  map[string]any{"tags": map[string]any{"kubernetes.io/cluster/other": "owned"}},
+			input:  input(map[string]any{"tags": map[string]any{"kubernetes.io/cluster/other": "owned"}}),
 			want:   []errorID{{field.ErrorTypeInvalid, "input.tags[kubernetes.io/cluster/other]"}},
 		},
 		"EmptySubnetTagValue": {
 			reason: "Karpenter's selector terms refuse empty tag values.",
 			spec:   xr(),
-			input:  map[string]any{"nodes": map[string]any{"privateSubnetTags": map[string]any{"network": ""}}},
+			input:  input(map[string]any{"nodes": map[string]any{"privateSubnetTags": map[string]any{"network": ""}}}),
 			want:   []errorID{{field.ErrorTypeInvalid, "input.nodes.privateSubnetTags[network]"}},
 		},
 		"SubnetClusterTagNamesNoCluster": {
 			reason: "A subnet tag without {cluster} in its key or value scopes the subnets to no cluster.",
 			spec:   xr(),
-			input:  map[string]any{"nodes": map[string]any{"subnetClusterTag": map[string]any{"key": "env", "value": "prod"}}},
+			input:  input(map[string]any{"nodes": map[string]any{"subnetClusterTag": map[string]any{"key": "env", "value": "prod"}}}),
 			want:   []errorID{{field.ErrorTypeInvalid, "input.nodes.subnetClusterTag"}},
 		},
 		"DefaultAMINotARelease": {
 			reason: "The platform's pin is checked against the releases the function knows, too.",
 			spec:   xr(),
-			input:  map[string]any{"nodes": map[string]any{"defaultAmiAlias": "al2023@v20251117"}},
+			input:  input(map[string]any{"nodes": map[string]any{"defaultAmiAlias": "al2023@v20251117"}}),
 			want:   []errorID{{field.ErrorTypeInvalid, "input.nodes.defaultAmiAlias"}},
 		},
 		"ClusterAMINotARelease": {
 			reason: "A cluster's own pin is checked as the platform-wide one, at its own path.",
 			spec:   xr(),
-			input:  map[string]any{"tenancy": tenancyWith("amiAlias", "al2023@v20251117")},
+			input:  input(map[string]any{"tenancy": tenancyWith("amiAlias", "al2023@v20251117")}),
 			want:   []errorID{{field.ErrorTypeInvalid, "input.tenancy.clusters[1].amiAlias"}},
 		},
 		"ClusterControllerRequestsAboveLimits": {
 			reason: "A cluster's controller override is checked as the platform-wide one, at its own path.",
 			spec:   xr(),
-			input: map[string]any{"tenancy": tenancyWith("controller", map[string]any{"resources": map[string]any{
-				"requests": map[string]any{"cpu": "2"}, "limits": map[string]any{"cpu": "1"}}})},
+			input: input(map[string]any{"tenancy": tenancyWith("controller", map[string]any{"resources": map[string]any{
+				"requests": map[string]any{"cpu": "2"}, "limits": map[string]any{"cpu": "1"}}})}),
 			want: []errorID{{field.ErrorTypeInvalid, "input.tenancy.clusters[1].controller.resources.requests[cpu]"}},
 		},
 		"TwoClustersOneRegionUnscoped": {
 			reason: "Two clusters in one account and region: the load balancer role tags select both clusters' subnets, so the platform must scope them.",
 			spec:   xr(),
-			input: map[string]any{"tenancy": map[string]any{"clusters": []any{
+			input: input(map[string]any{"tenancy": map[string]any{"clusters": []any{
 				prodEUDeclared(),
 				prodEUDeclared(with("name", "staging-eu"), with("nodeIdentity.roleArn", "arn:aws:iam::111122223333:role/staging-node")),
-			}}},
+			}}}),
 			want: []errorID{{field.ErrorTypeRequired, "input.nodes.subnetClusterTag"}},
 		},
 		"DefaultAMILatestNotAllowed": {
 			reason: "The platform's own default AMI must be pinned unless it allows latest.",
 			spec:   xr(),
-			input:  map[string]any{"nodes": map[string]any{"defaultAmiAlias": "al2023@latest"}},
+			input:  input(map[string]any{"nodes": map[string]any{"defaultAmiAlias": "al2023@latest"}}),
 			want:   []errorID{{field.ErrorTypeInvalid, "input.nodes.defaultAmiAlias"}},
 		},
-	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			_, errs := Load(owner, tc.spec, inputOrNil(tc.input))
-			if diff := cmp.Diff(tc.want, ids(errs)); diff != "" {
-				t.Errorf("\n%s\nLoad(...): -want, +got:\n%s\n(errors: %v)", tc.reason, diff, errs)
-			}
-		})
-	}
+	})
 }
 
 func inputOrNil(fields map[string]any) *structpb.Struct {

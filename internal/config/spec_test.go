@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/crossplane/crossplane-runtime/v2/pkg/fieldpath"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -94,21 +95,20 @@ type change struct {
 
 func with(path string, value any) change { return change{path: path, value: value} }
 
+// set sets the dotted path in m to v, creating the objects on its way, or
+// removes it when v is nil. Values are stored as JSON would decode them:
+// Load reads the spec through JSON, and the input is a structpb.Struct.
 func set(m map[string]any, path string, v any) {
-	keys := strings.Split(path, ".")
-	for _, k := range keys[:len(keys)-1] {
-		next, ok := m[k].(map[string]any)
-		if !ok {
-			next = map[string]any{}
-			m[k] = next
-		}
-		m = next
-	}
+	p := fieldpath.Pave(m)
+	var err error
 	if v == nil {
-		delete(m, keys[len(keys)-1])
-		return
+		err = p.DeleteField(path)
+	} else {
+		err = p.SetValue(path, v)
 	}
-	m[keys[len(keys)-1]] = v
+	if err != nil {
+		panic(err)
+	}
 }
 
 // errorID is what identifies a field error, without its wording.
@@ -145,12 +145,7 @@ func TestLoadInvalid(t *testing.T) {
 	required := func(f string) errorID { return errorID{Type: field.ErrorTypeRequired, Field: f} }
 	notSupported := func(f string) errorID { return errorID{Type: field.ErrorTypeNotSupported, Field: f} }
 
-	cases := map[string]struct {
-		reason string
-		spec   map[string]any
-		input  *structpb.Struct
-		want   []errorID
-	}{
+	testLoadInvalid(t, map[string]invalidCase{
 		"EmptySpec": {
 			reason: "The cluster's name is the one tenant field required: its region and node identity are the platform's.",
 			spec:   map[string]any{},
@@ -461,7 +456,22 @@ func TestLoadInvalid(t *testing.T) {
 				invalid("spec.cluster.region"),
 			},
 		},
-	}
+	})
+}
+
+// invalidCase is a claim and a platform input Load must refuse, and the
+// errors, by type and field path, it must refuse them with.
+type invalidCase struct {
+	reason string
+	spec   map[string]any
+	input  *structpb.Struct
+	want   []errorID
+}
+
+// testLoadInvalid runs a catalog of refusals: each case is refused with
+// exactly its errors, and with no config.
+func testLoadInvalid(t *testing.T, cases map[string]invalidCase) {
+	t.Helper()
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			c, errs := Load(owner, tc.spec, tc.input)
