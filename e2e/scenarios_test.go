@@ -874,6 +874,19 @@ func (c *karpenter) assertAccessCheckWithholds() {
 	}
 }
 
+// readyOnRealProdEU starts prod-eu as a real claimed cluster whose Objects provider-kubernetes
+// re-reads every 20 s (realClaimedFailing), and walks team-a's claim on it to Ready: the start of
+// the scenarios that then make the controller's Kustomization fail. It returns the claim, prod-eu
+// and the GitOps base its source can be moved on (sourceAt).
+func readyOnRealProdEU(t *testing.T) (*karpenter, *claimedCluster, *gitOpsBase) {
+	t.Helper()
+	claimed, _, base := realClaimedClusters(t, realClaimedFailing, "prod-eu")
+	eu := claimed["prod-eu"]
+	c := newKarpenter(t, claimAPI, "team-a", "karpenter", "prod-eu")
+	c.walkToReady()
+	return c, eu, base
+}
+
 // Scenario 4: a Ready resource turns unready once later steps exist — the controller's
 // Kustomization fails, the role degrades and loses its observed ARN. Nothing is deleted from the
 // API server, nothing is re-created, the association keeps the role's ARN, nothing installed in
@@ -885,10 +898,7 @@ func (c *karpenter) assertAccessCheckWithholds() {
 // here every 20 s (realClaimedFailing).
 func TestUnreadyDeletesNothing(t *testing.T) {
 	timed(t)
-	claimed, _, base := realClaimedClusters(t, realClaimedFailing, "prod-eu")
-	eu := claimed["prod-eu"]
-	c := newKarpenter(t, claimAPI, "team-a", "karpenter", "prod-eu")
-	c.walkToReady()
+	c, eu, base := readyOnRealProdEU(t)
 	before, usagesBefore := c.composed()
 	installed := installedUIDs(t, c, eu)
 	assoc := before["pod-identity-association"]
@@ -936,10 +946,7 @@ func TestUnreadyDeletesNothing(t *testing.T) {
 // never has it, so provider-aws puts back the function's own.
 func TestOutOfBandStatementNotKept(t *testing.T) {
 	timed(t)
-	claimed, _, base := realClaimedClusters(t, realClaimedFailing, "prod-eu")
-	eu := claimed["prod-eu"]
-	c := newKarpenter(t, claimAPI, "team-a", "karpenter", "prod-eu")
-	c.walkToReady()
+	c, eu, base := readyOnRealProdEU(t)
 	sourceAt(t, c, eu, base, renamedBranch)
 	kustomizationReported(t, c, eu, "BuildFailed")
 	console := map[string]any{"Sid": "Console", "Effect": "Allow", "Action": "*", "Resource": "*"}
