@@ -13,6 +13,23 @@ func clusterOf(n int) string {
 	return "c" + strings.Repeat("x", n-1)
 }
 
+// namesOf are the names For must give cluster under /socle/, written out.
+func namesOf(cluster string) Names {
+	return Names{
+		Role:       cluster + "-karpenter",
+		RolePath:   "/socle/" + cluster + "/",
+		RolePolicy: cluster + "-karpenter-controller",
+		Queue:      cluster + "-karpenter",
+		Rules: map[string]string{
+			"health":               cluster + "-karpenter-health",
+			"spot-interruption":    cluster + "-karpenter-spot",
+			"rebalance":            cluster + "-karpenter-rebalance",
+			"state-change":         cluster + "-karpenter-state",
+			"capacity-reservation": cluster + "-karpenter-capacity",
+		},
+	}
+}
+
 func TestFor(t *testing.T) {
 	type want struct {
 		names Names
@@ -53,19 +70,7 @@ func TestFor(t *testing.T) {
 			cluster:    clusterOf(44),
 			pathPrefix: "/socle/",
 			want: want{
-				names: Names{
-					Role:       clusterOf(44) + "-karpenter",
-					RolePath:   "/socle/" + clusterOf(44) + "/",
-					RolePolicy: clusterOf(44) + "-karpenter-controller",
-					Queue:      clusterOf(44) + "-karpenter",
-					Rules: map[string]string{
-						"health":               clusterOf(44) + "-karpenter-health",
-						"spot-interruption":    clusterOf(44) + "-karpenter-spot",
-						"rebalance":            clusterOf(44) + "-karpenter-rebalance",
-						"state-change":         clusterOf(44) + "-karpenter-state",
-						"capacity-reservation": clusterOf(44) + "-karpenter-capacity",
-					},
-				},
+				names: namesOf(clusterOf(44)),
 			},
 		},
 		"OneOverMaxLength": {
@@ -73,19 +78,7 @@ func TestFor(t *testing.T) {
 			cluster:    long,
 			pathPrefix: "/socle/",
 			want: want{
-				names: Names{
-					Role:       long + "-karpenter",
-					RolePath:   "/socle/" + long + "/",
-					RolePolicy: long + "-karpenter-controller",
-					Queue:      long + "-karpenter",
-					Rules: map[string]string{
-						"health":               long + "-karpenter-health",
-						"spot-interruption":    long + "-karpenter-spot",
-						"rebalance":            long + "-karpenter-rebalance",
-						"state-change":         long + "-karpenter-state",
-						"capacity-reservation": long + "-karpenter-capacity",
-					},
-				},
+				names:   namesOf(long),
 				errs:    []errorID{{Type: field.ErrorTypeInvalid, Field: "spec.cluster.name", BadValue: long}},
 				details: [][]string{{"EventBridge rule", long + "-karpenter-rebalance", "65", "64"}},
 			},
@@ -130,176 +123,170 @@ func ids(errs field.ErrorList) []errorID {
 	return out
 }
 
-func TestParseRoleARN(t *testing.T) {
-	type want struct {
-		role RoleARN
-		err  bool
-	}
-	cases := map[string]struct {
-		reason string
-		arn    string
-		want   want
-	}{
-		"Plain": {
-			reason: "A role at the root has path /.",
-			arn:    "arn:aws:iam::123456789012:role/prod-eu-node",
-			want: want{role: RoleARN{
-				ARN: "arn:aws:iam::123456789012:role/prod-eu-node", Partition: "aws", Account: "123456789012", Path: "/", Name: "prod-eu-node",
-			}},
-		},
-		"WithPath": {
-			reason: "A role's path is everything between role and the last slash, both slashes included.",
-			arn:    "arn:aws:iam::123456789012:role/eks/nodes/prod-eu-node",
-			want: want{role: RoleARN{
-				ARN: "arn:aws:iam::123456789012:role/eks/nodes/prod-eu-node", Partition: "aws", Account: "123456789012", Path: "/eks/nodes/", Name: "prod-eu-node",
-			}},
-		},
-		"China": {
-			reason: "A role in aws-cn is in partition aws-cn.",
-			arn:    "arn:aws-cn:iam::123456789012:role/prod-cn-node",
-			want: want{role: RoleARN{
-				ARN: "arn:aws-cn:iam::123456789012:role/prod-cn-node", Partition: "aws-cn", Account: "123456789012", Path: "/", Name: "prod-cn-node",
-			}},
-		},
-		"GovCloud": {
-			reason: "A role in aws-us-gov is in partition aws-us-gov.",
-			arn:    "arn:aws-us-gov:iam::210987654321:role/platform/prod-gov-node",
-			want: want{role: RoleARN{
-				ARN: "arn:aws-us-gov:iam::210987654321:role/platform/prod-gov-node", Partition: "aws-us-gov", Account: "210987654321", Path: "/platform/", Name: "prod-gov-node",
-			}},
-		},
-		"ShortAccount": {
-			reason: "An account ID is exactly 12 digits.",
-			arn:    "arn:aws:iam::12345678901:role/prod-eu-node",
-			want:   want{err: true},
-		},
-		"LongAccount": {
-			reason: "An account ID is exactly 12 digits.",
-			arn:    "arn:aws:iam::1234567890123:role/prod-eu-node",
-			want:   want{err: true},
-		},
-		"WrongService": {
-			reason: "An STS assumed-role ARN is a session, not a role that can be passed to EC2.",
-			arn:    "arn:aws:sts::123456789012:assumed-role/prod-eu-node/i-0123456789abcdef0",
-			want:   want{err: true},
-		},
-		"PolicyGivenAsRole": {
-			reason: "A policy ARN is not a role ARN.",
-			arn:    "arn:aws:iam::123456789012:policy/prod-eu-node",
-			want:   want{err: true},
-		},
-		"InstanceProfileGivenAsRole": {
-			reason: "An instance profile ARN is not a role ARN, though nodes use both.",
-			arn:    "arn:aws:iam::123456789012:instance-profile/prod-eu-node",
-			want:   want{err: true},
-		},
-		"UnknownPartition": {
-			reason: "Only the aws, aws-cn and aws-us-gov partitions are supported.",
-			arn:    "arn:aws-iso:iam::123456789012:role/prod-eu-node",
-			want:   want{err: true},
-		},
-		"NameTooLong": {
-			reason: "IAM role names are at most 64 characters.",
-			arn:    "arn:aws:iam::123456789012:role/" + strings.Repeat("n", 65),
-			want:   want{err: true},
-		},
-		"NoName": {
-			reason: "A path alone names no role.",
-			arn:    "arn:aws:iam::123456789012:role/nodes/",
-			want:   want{err: true},
-		},
-		"Empty": {
-			reason: "An empty string is no ARN.",
-			arn:    "",
-			want:   want{err: true},
-		},
-	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			got, err := ParseRoleARN(tc.arn)
-			if (err != nil) != tc.want.err {
-				t.Fatalf("\n%s\nParseRoleARN(%q): error = %v, want error: %t", tc.reason, tc.arn, err, tc.want.err)
+// parseCase is an ARN given to a parser and what the parser must return:
+// want, with an error quoting the ARN when err (want is then the zero value).
+type parseCase[T any] struct {
+	reason string
+	arn    string
+	want   T
+	err    bool
+}
+
+// testParse runs parse, named name, on every case, and then more, if any,
+// on each result returned without an error.
+func testParse[T any](t *testing.T, name string, parse func(string) (T, error), cases map[string]parseCase[T], more func(t *testing.T, tc parseCase[T], got T)) {
+	t.Helper()
+	for n, tc := range cases {
+		t.Run(n, func(t *testing.T) {
+			got, err := parse(tc.arn)
+			if (err != nil) != tc.err {
+				t.Fatalf("\n%s\n%s(%q): error = %v, want error: %t", tc.reason, name, tc.arn, err, tc.err)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("\n%s\n%s(%q): -want, +got:\n%s", tc.reason, name, tc.arn, diff)
 			}
 			if err != nil {
 				if !strings.Contains(err.Error(), `"`+tc.arn+`"`) {
-					t.Errorf("\n%s\nParseRoleARN(%q): error %q does not quote the input", tc.reason, tc.arn, err)
+					t.Errorf("\n%s\n%s(%q): error %q does not quote the input", tc.reason, name, tc.arn, err)
 				}
 				return
 			}
-			if diff := cmp.Diff(tc.want.role, got); diff != "" {
-				t.Errorf("\n%s\nParseRoleARN(%q): -want, +got:\n%s", tc.reason, tc.arn, diff)
-			}
-			// The parts must rebuild the ARN the builders would write.
-			a := Account{Partition: got.Partition, ID: got.Account}
-			if rebuilt := a.RoleARN(got.Path, got.Name); rebuilt != tc.arn {
-				t.Errorf("\n%s\nAccount.RoleARN(parts of %q) = %q, want the input back", tc.reason, tc.arn, rebuilt)
+			if more != nil {
+				more(t, tc, got)
 			}
 		})
 	}
 }
 
-func TestParsePolicyARN(t *testing.T) {
-	type want struct {
-		partition Partition
-		err       bool
-	}
-	cases := map[string]struct {
-		reason string
-		arn    string
-		want   want
-	}{
-		"AWSManaged": {
-			reason: "AWS managed policies have account 'aws' instead of an account ID.",
-			arn:    "arn:aws:iam::aws:policy/PowerUserAccess",
-			want:   want{partition: "aws"},
+func TestParseRoleARN(t *testing.T) {
+	cases := map[string]parseCase[RoleARN]{
+		"Plain": {
+			reason: "A role at the root has path /.",
+			arn:    "arn:aws:iam::123456789012:role/prod-eu-node",
+			want: RoleARN{
+				ARN: "arn:aws:iam::123456789012:role/prod-eu-node", Partition: "aws", Account: "123456789012", Path: "/", Name: "prod-eu-node",
+			},
 		},
-		"AWSManagedWithPath": {
-			reason: "AWS managed policies may have a path.",
-			arn:    "arn:aws:iam::aws:policy/service-role/AmazonEC2ContainerServiceforEC2Role",
-			want:   want{partition: "aws"},
+		"WithPath": {
+			reason: "A role's path is everything between role and the last slash, both slashes included.",
+			arn:    "arn:aws:iam::123456789012:role/eks/nodes/prod-eu-node",
+			want: RoleARN{
+				ARN: "arn:aws:iam::123456789012:role/eks/nodes/prod-eu-node", Partition: "aws", Account: "123456789012", Path: "/eks/nodes/", Name: "prod-eu-node",
+			},
 		},
-		"CustomerManaged": {
-			reason: "A customer managed policy has the account ID.",
-			arn:    "arn:aws:iam::123456789012:policy/socle-boundary",
-			want:   want{partition: "aws"},
-		},
-		"ChinaWithPath": {
-			reason: "A policy in aws-cn is in partition aws-cn, path or not.",
-			arn:    "arn:aws-cn:iam::123456789012:policy/boundaries/socle-boundary",
-			want:   want{partition: "aws-cn"},
+		"China": {
+			reason: "A role in aws-cn is in partition aws-cn.",
+			arn:    "arn:aws-cn:iam::123456789012:role/prod-cn-node",
+			want: RoleARN{
+				ARN: "arn:aws-cn:iam::123456789012:role/prod-cn-node", Partition: "aws-cn", Account: "123456789012", Path: "/", Name: "prod-cn-node",
+			},
 		},
 		"GovCloud": {
-			reason: "A policy in aws-us-gov is in partition aws-us-gov.",
-			arn:    "arn:aws-us-gov:iam::123456789012:policy/socle-boundary",
-			want:   want{partition: "aws-us-gov"},
-		},
-		"RoleGivenAsPolicy": {
-			reason: "A role ARN cannot be a permissions boundary.",
-			arn:    "arn:aws:iam::123456789012:role/socle-boundary",
-			want:   want{err: true},
+			reason: "A role in aws-us-gov is in partition aws-us-gov.",
+			arn:    "arn:aws-us-gov:iam::210987654321:role/platform/prod-gov-node",
+			want: RoleARN{
+				ARN: "arn:aws-us-gov:iam::210987654321:role/platform/prod-gov-node", Partition: "aws-us-gov", Account: "210987654321", Path: "/platform/", Name: "prod-gov-node",
+			},
 		},
 		"ShortAccount": {
 			reason: "An account ID is exactly 12 digits.",
-			arn:    "arn:aws:iam::1234:policy/socle-boundary",
-			want:   want{err: true},
+			arn:    "arn:aws:iam::12345678901:role/prod-eu-node",
+			err:    true,
+		},
+		"LongAccount": {
+			reason: "An account ID is exactly 12 digits.",
+			arn:    "arn:aws:iam::1234567890123:role/prod-eu-node",
+			err:    true,
+		},
+		"WrongService": {
+			reason: "An STS assumed-role ARN is a session, not a role that can be passed to EC2.",
+			arn:    "arn:aws:sts::123456789012:assumed-role/prod-eu-node/i-0123456789abcdef0",
+			err:    true,
+		},
+		"PolicyGivenAsRole": {
+			reason: "A policy ARN is not a role ARN.",
+			arn:    "arn:aws:iam::123456789012:policy/prod-eu-node",
+			err:    true,
+		},
+		"InstanceProfileGivenAsRole": {
+			reason: "An instance profile ARN is not a role ARN, though nodes use both.",
+			arn:    "arn:aws:iam::123456789012:instance-profile/prod-eu-node",
+			err:    true,
+		},
+		"UnknownPartition": {
+			reason: "Only the aws, aws-cn and aws-us-gov partitions are supported.",
+			arn:    "arn:aws-iso:iam::123456789012:role/prod-eu-node",
+			err:    true,
+		},
+		"NameTooLong": {
+			reason: "IAM role names are at most 64 characters.",
+			arn:    "arn:aws:iam::123456789012:role/" + strings.Repeat("n", 65),
+			err:    true,
+		},
+		"NoName": {
+			reason: "A path alone names no role.",
+			arn:    "arn:aws:iam::123456789012:role/nodes/",
+			err:    true,
 		},
 		"Empty": {
 			reason: "An empty string is no ARN.",
 			arn:    "",
-			want:   want{err: true},
+			err:    true,
 		},
 	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			got, err := ParsePolicyARN(tc.arn)
-			if (err != nil) != tc.want.err {
-				t.Fatalf("\n%s\nParsePolicyARN(%q): error = %v, want error: %t", tc.reason, tc.arn, err, tc.want.err)
-			}
-			if diff := cmp.Diff(tc.want.partition, got); diff != "" {
-				t.Errorf("\n%s\nParsePolicyARN(%q): -want, +got:\n%s", tc.reason, tc.arn, diff)
-			}
-		})
+	testParse(t, "ParseRoleARN", ParseRoleARN, cases, func(t *testing.T, tc parseCase[RoleARN], got RoleARN) {
+		// The parts must rebuild the ARN the builders would write.
+		a := Account{Partition: got.Partition, ID: got.Account}
+		if rebuilt := a.RoleARN(got.Path, got.Name); rebuilt != tc.arn {
+			t.Errorf("\n%s\nAccount.RoleARN(parts of %q) = %q, want the input back", tc.reason, tc.arn, rebuilt)
+		}
+	})
+}
+
+func TestParsePolicyARN(t *testing.T) {
+	cases := map[string]parseCase[Partition]{
+		"AWSManaged": {
+			reason: "AWS managed policies have account 'aws' instead of an account ID.",
+			arn:    "arn:aws:iam::aws:policy/PowerUserAccess",
+			want:   "aws",
+		},
+		"AWSManagedWithPath": {
+			reason: "AWS managed policies may have a path.",
+			arn:    "arn:aws:iam::aws:policy/service-role/AmazonEC2ContainerServiceforEC2Role",
+			want:   "aws",
+		},
+		"CustomerManaged": {
+			reason: "A customer managed policy has the account ID.",
+			arn:    "arn:aws:iam::123456789012:policy/socle-boundary",
+			want:   "aws",
+		},
+		"ChinaWithPath": {
+			reason: "A policy in aws-cn is in partition aws-cn, path or not.",
+			arn:    "arn:aws-cn:iam::123456789012:policy/boundaries/socle-boundary",
+			want:   "aws-cn",
+		},
+		"GovCloud": {
+			reason: "A policy in aws-us-gov is in partition aws-us-gov.",
+			arn:    "arn:aws-us-gov:iam::123456789012:policy/socle-boundary",
+			want:   "aws-us-gov",
+		},
+		"RoleGivenAsPolicy": {
+			reason: "A role ARN cannot be a permissions boundary.",
+			arn:    "arn:aws:iam::123456789012:role/socle-boundary",
+			err:    true,
+		},
+		"ShortAccount": {
+			reason: "An account ID is exactly 12 digits.",
+			arn:    "arn:aws:iam::1234:policy/socle-boundary",
+			err:    true,
+		},
+		"Empty": {
+			reason: "An empty string is no ARN.",
+			arn:    "",
+			err:    true,
+		},
 	}
+	testParse(t, "ParsePolicyARN", ParsePolicyARN, cases, nil)
 }
 
 func TestAccount(t *testing.T) {

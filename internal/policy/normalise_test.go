@@ -160,21 +160,21 @@ func strs(v any) []string {
 
 // arns returns every string of v that is an ARN.
 func arns(v any) []string {
-	var out []string
-	for _, s := range strs(v) {
-		if strings.HasPrefix(s, "arn:") {
-			out = append(out, s)
-		}
-	}
-	return out
+	return strsWhere(v, func(s string) bool { return strings.HasPrefix(s, "arn:") })
 }
 
 // placeholders returns every string of v that still holds a CloudFormation
 // placeholder.
 func placeholders(v any) []string {
+	return strsWhere(v, func(s string) bool { return strings.Contains(s, "${") })
+}
+
+// strsWhere returns the strings of v, object keys included, for which keep
+// is true.
+func strsWhere(v any, keep func(string) bool) []string {
 	var out []string
 	for _, s := range strs(v) {
-		if strings.Contains(s, "${") {
+		if keep(s) {
 			out = append(out, s)
 		}
 	}

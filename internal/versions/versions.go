@@ -59,20 +59,12 @@ var Gates = []GateInfo{
 
 // AllGates are every gate's name.
 func AllGates() []Gate {
-	out := make([]Gate, len(Gates))
-	for i, g := range Gates {
-		out[i] = g.Gate
-	}
-	return out
+	return project(Gates, func(g GateInfo) Gate { return g.Gate })
 }
 
 // Info is what is true of g; false when no version knows it.
 func Info(g Gate) (GateInfo, bool) {
-	i := slices.IndexFunc(Gates, func(x GateInfo) bool { return x.Gate == g })
-	if i < 0 {
-		return GateInfo{}, false
-	}
-	return Gates[i], true
+	return find(Gates, func(x GateInfo) bool { return x.Gate == g })
 }
 
 // A GateUse is what an enabled gate does for a version that knows it.
@@ -193,30 +185,41 @@ var nodeRepair = GateUse{ValuesKey: "nodeRepair"}
 
 // Known lists every known version, oldest first.
 func Known() []string {
-	out := make([]string, len(All))
-	for i, v := range All {
-		out[i] = v.Version
-	}
-	return out
+	return project(All, func(v Version) string { return v.Version })
 }
 
 // Get returns a known version.
 func Get(v string) (Version, error) {
-	i := slices.IndexFunc(All, func(x Version) bool { return x.Version == v })
-	if i < 0 {
-		return Version{}, fmt.Errorf("no Karpenter %q is known (known: %s)", v, strings.Join(Known(), ", "))
+	if x, ok := find(All, func(x Version) bool { return x.Version == v }); ok {
+		return x, nil
 	}
-	return All[i], nil
+	return Version{}, fmt.Errorf("no Karpenter %q is known (known: %s)", v, strings.Join(Known(), ", "))
 }
 
 // OfChart is the known version whose chart is chart: what a Kustomization
 // built for it records (internal/flux, VarKarpenterVersion).
 func OfChart(chart string) (Version, bool) {
-	i := slices.IndexFunc(All, func(x Version) bool { return x.Chart == chart })
+	return find(All, func(x Version) bool { return x.Chart == chart })
+}
+
+// find is the first element of s match is true of; false when there is
+// none.
+func find[T any](s []T, match func(T) bool) (T, bool) {
+	i := slices.IndexFunc(s, match)
 	if i < 0 {
-		return Version{}, false
+		var none T
+		return none, false
 	}
-	return All[i], true
+	return s[i], true
+}
+
+// project is f of each element of s, in order.
+func project[T, U any](s []T, f func(T) U) []U {
+	out := make([]U, len(s))
+	for i, x := range s {
+		out[i] = f(x)
+	}
+	return out
 }
 
 // ControllerPolicy is v's controller policy with the given gates enabled.
