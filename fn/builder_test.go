@@ -2,9 +2,9 @@ package main
 
 import (
 	"fmt"
-	"strings"
 	"testing"
 
+	"github.com/crossplane/crossplane-runtime/v2/pkg/fieldpath"
 	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
 	"github.com/crossplane/function-sdk-go/resource"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -250,21 +250,17 @@ func mustStruct(t testing.TB, m map[string]any) *structpb.Struct {
 	return s
 }
 
+// setPath sets the dotted path in m to v, or deletes it when v is nil
+// (crossplane-runtime's fieldpath, as JSON would decode v).
 func setPath(m map[string]any, path string, v any) {
-	parts := strings.Split(path, ".")
-	for _, p := range parts[:len(parts)-1] {
-		next, ok := m[p].(map[string]any)
-		if !ok {
-			next = map[string]any{}
-			m[p] = next
-		}
-		m = next
+	p := fieldpath.Pave(m)
+	err := p.DeleteField(path)
+	if v != nil {
+		err = p.SetValue(path, v)
 	}
-	if v == nil {
-		delete(m, parts[len(parts)-1])
-		return
+	if err != nil {
+		panic(fmt.Sprintf("cannot set %s: %v", path, err))
 	}
-	m[parts[len(parts)-1]] = v
 }
 
 func deepCopy(m map[string]any) map[string]any {
