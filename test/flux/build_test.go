@@ -24,6 +24,7 @@ import (
 	"github.com/do-now/function-karpenter/internal/cluster"
 	"github.com/do-now/function-karpenter/internal/config"
 	"github.com/do-now/function-karpenter/internal/scope"
+	"github.com/do-now/function-karpenter/internal/versions"
 )
 
 // repoRoot is the checkout this module lives in, two levels up.
@@ -119,14 +120,18 @@ func readYAML(t *testing.T, path string, into any) {
 	}
 }
 
-// fluxBuild builds a Kustomization as kustomize-controller v1.7 does
-// (internal/controller/kustomization_controller.go, generate and build): the
-// source is copied to a work directory, the generator writes the
-// Kustomization's patches and targetNamespace into the base's
-// kustomization.yaml, kustomize builds it on a secure file system, and every
-// resource goes through postBuild substitution. Substitution is strict, so a
-// variable the Kustomization does not set fails the build instead of
-// silently becoming empty.
+// kustomization is the Kustomization named name among the objects build (one
+// of internal/flux's steps) makes of claim c at Karpenter version v, as its
+// Object delivers it to the claimed cluster.
+func kustomization[N comparable](t *testing.T, build func(*config.Config, versions.Version) (map[N]runtime.Object, error), c *config.Config, v versions.Version, name N) *kustomizev1.Kustomization {
+	t.Helper()
+	objs, err := build(c, v)
+	if err != nil {
+		t.Fatalf("building %v: %v", name, err)
+	}
+	return delivered(t, objs[name])
+}
+
 // delivered is the Kustomization a provider-kubernetes Object applies to the
 // claimed cluster: its manifest, decoded strictly, with the Object Ready
 // once Flux has acted on the Kustomization (cluster.Reconciled).
@@ -152,6 +157,14 @@ func delivered(t *testing.T, o runtime.Object) *kustomizev1.Kustomization {
 	return &k
 }
 
+// fluxBuild builds a Kustomization as kustomize-controller v1.7 does
+// (internal/controller/kustomization_controller.go, generate and build): the
+// source is copied to a work directory, the generator writes the
+// Kustomization's patches and targetNamespace into the base's
+// kustomization.yaml, kustomize builds it on a secure file system, and every
+// resource goes through postBuild substitution. Substitution is strict, so a
+// variable the Kustomization does not set fails the build instead of
+// silently becoming empty.
 func fluxBuild(t *testing.T, k *kustomizev1.Kustomization) []*unstructured.Unstructured {
 	t.Helper()
 	objs, err := fluxBuildOf(t, k, nil)

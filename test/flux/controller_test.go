@@ -301,11 +301,7 @@ func version(t *testing.T, c *config.Config) versions.Version {
 // Object delivers it to the claimed cluster.
 func controllerKustomization(t *testing.T, c *config.Config) *kustomizev1.Kustomization {
 	t.Helper()
-	objs, err := flux.Controller(c, version(t, c))
-	if err != nil {
-		t.Fatalf("flux.Controller: %v", err)
-	}
-	return delivered(t, objs[flux.ControllerKustomization])
+	return kustomization(t, flux.Controller, c, version(t, c), flux.ControllerKustomization)
 }
 
 // karpenterChart loads the chart of release v from its tag's module zip

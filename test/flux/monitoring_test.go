@@ -26,11 +26,7 @@ var prometheusOperator = module{"github.com/prometheus-operator/prometheus-opera
 
 func monitoringKustomization(t *testing.T, c *config.Config) *kustomizev1.Kustomization {
 	t.Helper()
-	objs, err := flux.Monitoring(c, versions.All[len(versions.All)-1])
-	if err != nil {
-		t.Fatalf("flux.Monitoring: %v", err)
-	}
-	return delivered(t, objs[flux.MonitoringKustomization])
+	return kustomization(t, flux.Monitoring, c, versions.All[len(versions.All)-1], flux.MonitoringKustomization)
 }
 
 // promtool is the binary the Makefile built (hack/tools.mk).

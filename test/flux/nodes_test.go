@@ -220,6 +220,13 @@ func buildsValidPools(t *testing.T, v versions.Version) {
 		},
 		"pools.allowed.capacityTypes": []string{"spot", "on-demand", "reserved"},
 	}
+	// What those reservations make of the pools: the public pool, which the
+	// claim leaves alone, takes the platform's allowed capacity types, and
+	// every EC2NodeClass carries the terms.
+	reserved := func(n *nodes) {
+		n.public.capacityTypes = []string{"spot", "on-demand", "reserved"}
+		n.reservations = []reservationTerm{{Tags: map[string]string{"team": "a"}, OwnerID: "111122223333"}, {ID: "cr-0123456789abcdef0"}}
+	}
 
 	cases := map[string]struct {
 		reason string
@@ -235,9 +242,8 @@ func buildsValidPools(t *testing.T, v versions.Version) {
 			spec:   edits{"pools.private.capacityTypes": []string{"reserved", "on-demand"}},
 			input:  reservations,
 			want: func(n *nodes) {
+				reserved(n)
 				n.private.capacityTypes = []string{"reserved", "on-demand"}
-				n.public.capacityTypes = []string{"spot", "on-demand", "reserved"}
-				n.reservations = []reservationTerm{{Tags: map[string]string{"team": "a"}, OwnerID: "111122223333"}, {ID: "cr-0123456789abcdef0"}}
 			},
 		},
 		"OnDemandOnly": {
@@ -250,9 +256,8 @@ func buildsValidPools(t *testing.T, v versions.Version) {
 			spec:   edits{"pools.private.capacityTypes": []string{"spot", "reserved", "on-demand"}},
 			input:  reservations,
 			want: func(n *nodes) {
+				reserved(n)
 				n.private.capacityTypes = []string{"spot", "reserved", "on-demand"}
-				n.public.capacityTypes = []string{"spot", "on-demand", "reserved"}
-				n.reservations = []reservationTerm{{Tags: map[string]string{"team": "a"}, OwnerID: "111122223333"}, {ID: "cr-0123456789abcdef0"}}
 			},
 		},
 		"Amd64Only": {
@@ -468,11 +473,7 @@ func buildsValidPools(t *testing.T, v versions.Version) {
 // Object delivers it to the claimed cluster.
 func nodesKustomization(t *testing.T, c *config.Config) *kustomizev1.Kustomization {
 	t.Helper()
-	objs, err := flux.Nodes(c, version(t, c))
-	if err != nil {
-		t.Fatalf("flux.Nodes: %v", err)
-	}
-	return delivered(t, objs[flux.NodesKustomization])
+	return kustomization(t, flux.Nodes, c, version(t, c), flux.NodesKustomization)
 }
 
 // checkUserData parses a pool's user data: the private pool has none; the

@@ -71,7 +71,7 @@ func TestRelease(t *testing.T) {
 		if !strings.Contains(out, "./VERSION says "+v) {
 			t.Errorf("make release VERSION=v99.0.0: want an error naming the VERSION file, got:\n%s", out)
 		}
-		repos, err := remote.Catalog(t.Context(), mustRegistry(t, host))
+		repos, err := remote.Catalog(t.Context(), strict(t, name.NewRegistry, host))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -106,7 +106,7 @@ func makeRelease(t *testing.T, reg, v string) (string, error) {
 }
 
 func checkFunction(t *testing.T, ref, reg string) {
-	idx, err := remote.Index(mustRef(t, ref), remote.WithContext(t.Context()))
+	idx, err := remote.Index(strict(t, name.ParseReference, ref), remote.WithContext(t.Context()))
 	if err != nil {
 		t.Fatalf("cannot pull %s as an index: %v", ref, err)
 	}
@@ -182,7 +182,7 @@ func checkFunction(t *testing.T, ref, reg string) {
 }
 
 func checkConfiguration(t *testing.T, ref, reg, v string) {
-	desc, err := remote.Get(mustRef(t, ref), remote.WithContext(t.Context()))
+	desc, err := remote.Get(strict(t, name.ParseReference, ref), remote.WithContext(t.Context()))
 	if err != nil {
 		t.Fatalf("cannot pull %s: %v", ref, err)
 	}
@@ -233,7 +233,7 @@ func checkConfiguration(t *testing.T, ref, reg, v string) {
 	}
 	checkBothAPIs(t, pkg[1:])
 	// The dependency resolves in this registry, at the version pushed with the Configuration.
-	if _, err := remote.Index(mustRef(t, str(dep, "package")+":"+str(dep, "version")), remote.WithContext(t.Context())); err != nil {
+	if _, err := remote.Index(strict(t, name.ParseReference, str(dep, "package")+":"+str(dep, "version")), remote.WithContext(t.Context())); err != nil {
 		t.Errorf("the function dependency does not resolve: %v", err)
 	}
 	if str(dep, "version") != v {
@@ -543,20 +543,14 @@ func writeDocs(t *testing.T, file string, docs []obj) {
 	}
 }
 
-func mustRef(t *testing.T, ref string) name.Reference {
+// strict is s parsed by parse (name.ParseReference, name.NewRegistry) with
+// name.StrictValidation: a name that leaves out its registry or tag fails the
+// test instead of being defaulted.
+func strict[T any](t *testing.T, parse func(string, ...name.Option) (T, error), s string) T {
 	t.Helper()
-	r, err := name.ParseReference(ref, name.StrictValidation)
+	v, err := parse(s, name.StrictValidation)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return r
-}
-
-func mustRegistry(t *testing.T, host string) name.Registry {
-	t.Helper()
-	r, err := name.NewRegistry(host, name.StrictValidation)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
+	return v
 }
