@@ -129,8 +129,10 @@ func BenchmarkRunFunction(b *testing.B) {
 
 // BenchmarkCacheMemory is what the cache holds for each settled XR: the
 // heap still in use, after a collection, once 100 settled XRs' answers are
-// cached, per XR (retained-B/XR). Each request is built, answered and
-// dropped, as gRPC drops it, so only what the function keeps is counted.
+// cached, per XR (retained-B/XR). Each request is encoded, decoded by the
+// function's gRPC codec and answered, as the served function answers it
+// (its desired resources kept encoded: setDesiredEncoded), then dropped, as
+// gRPC drops it, so only what the function keeps is counted.
 func BenchmarkCacheMemory(b *testing.B) {
 	all := benchStates(b)[2]
 	const xrs = 100
@@ -144,10 +146,22 @@ func BenchmarkCacheMemory(b *testing.B) {
 	for b.Loop() {
 		before := heap()
 		f := &Function{log: logging.NewNopLogger(), cache: cache.New(1000)}
+		w := wire{f: f, proto: encoding.GetCodecV2("proto")}
 		for i := range xrs {
 			r := all.onto(settled(aRequest(b)))
 			r.xr["metadata"] = map[string]any{"name": fmt.Sprintf("team-a-karpenter-%03d", i)}
-			mustRun(b, f, r.build())
+			raw, err := proto.Marshal(r.build())
+			if err != nil {
+				b.Fatal(err)
+			}
+			req := &fnv1.RunFunctionRequest{}
+			if err := w.Unmarshal(mustBuffer(raw), req); err != nil {
+				b.Fatal(err)
+			}
+			if _, apart := f.decoded.Load(req); !apart {
+				b.Fatal("the codec did not decode the request apart, as it does a tagged request it has no answer for")
+			}
+			mustRun(b, f, req)
 		}
 		if f.cache.Len() != xrs {
 			b.Fatalf("%d XRs cached, want %d", f.cache.Len(), xrs)
