@@ -36,8 +36,11 @@ func FuzzRunFunction(f *testing.F) {
 			return
 		}
 		b := aRequest(t)
+		// The patch's keys are the spec's own, as a tenant writes them:
+		// any string, never a path (a dotted or empty key included).
+		spec := b.xr["spec"].(map[string]any)
 		for k, v := range patch {
-			b.withSpec(k, v)
+			spec[k] = v
 		}
 		observed := map[resource.Name]map[string]any{}
 		for i, n := range names {
