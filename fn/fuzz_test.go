@@ -5,7 +5,12 @@ import (
 	"sort"
 	"testing"
 
+	"github.com/crossplane/function-sdk-go/logging"
 	"github.com/crossplane/function-sdk-go/resource"
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/testing/protocmp"
+
+	"github.com/do-now/function-karpenter/internal/cache"
 )
 
 // FuzzRunFunction runs the function on arbitrary XR specs and arbitrary
@@ -64,6 +69,15 @@ func FuzzRunFunction(f *testing.F) {
 		}
 		req := b.observing(observed).build()
 		rsp := run(t, req)
+		// Served, the request is decoded apart and the desired resources
+		// written straight in their encoding: the same answer.
+		served, _, err := fetching(t.Context(), throughCodec(&Function{log: logging.NewNopLogger(), cache: cache.New(1)}), req)
+		if err != nil {
+			t.Fatalf("served through the codec: %v", err)
+		}
+		if diff := cmp.Diff(rsp, served, protocmp.Transform()); diff != "" {
+			t.Errorf("served through the codec otherwise than the function answers (-function +served):\n%s", diff)
+		}
 		if fatal(rsp) != "" {
 			if len(rsp.GetDesired().GetResources()) != 0 {
 				t.Errorf("a refused call composed %v", desiredNames(rsp))

@@ -135,6 +135,34 @@ func TestWireServesWhatTheFunctionAnswers(t *testing.T) {
 	}
 }
 
+// throughCodec calls f as gRPC does with the function's codec, without the
+// network: the request encoded and decoded by wire (decoded apart when it
+// carries Crossplane's tag), the answer encoded by wire and decoded as
+// Crossplane decodes it.
+func throughCodec(f *Function) caller {
+	w := wire{f: f, proto: encoding.GetCodecV2("proto")}
+	return func(ctx context.Context, req *fnv1.RunFunctionRequest) (*fnv1.RunFunctionResponse, error) {
+		raw, err := proto.Marshal(req)
+		if err != nil {
+			return nil, err
+		}
+		decoded := &fnv1.RunFunctionRequest{}
+		if err := w.Unmarshal(mustBuffer(raw), decoded); err != nil {
+			return nil, err
+		}
+		rsp, err := f.RunFunction(ctx, decoded)
+		if err != nil {
+			return nil, err
+		}
+		encoded, err := w.Marshal(rsp)
+		if err != nil {
+			return nil, err
+		}
+		answer := &fnv1.RunFunctionResponse{}
+		return answer, proto.Unmarshal(encoded.Materialize(), answer)
+	}
+}
+
 // withoutObservedResources is req as observedApart leaves it for proto:
 // without its observed composed resources' resource fields.
 func withoutObservedResources(req *fnv1.RunFunctionRequest) *fnv1.RunFunctionRequest {
