@@ -83,7 +83,11 @@ func (f *Function) answered(from string) {
 // RunFunction reads the XR and what exists, and answers with the resources of
 // every step whose prerequisites are Ready plus every resource that exists.
 // Failures are Fatal results; it never returns an error. The response is
-// shared with the cache: callers must not modify it.
+// shared with the cache: callers must not modify it. Its desired composed
+// resources are protobuf Structs only when the request did not come through
+// the function's codec; otherwise, and in any answer the cache keeps of such
+// a request, each is held encoded (setDesiredEncoded): read it only through
+// its encoding, never as a Struct, nor compare it with proto.Equal.
 func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) (*fnv1.RunFunctionResponse, error) {
 	if rsp, ok := f.pending.LoadAndDelete(req); ok {
 		// Found in the cache as the request was decoded (see wire): the
