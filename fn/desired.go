@@ -21,8 +21,9 @@ import (
 // writes each resource's Struct straight in its encoding instead, kept as
 // the Resource's unknown field 1 (Resource.resource), which proto.Marshal
 // writes as it is: the same bytes on the wire, decoded by Crossplane as
-// the Struct they encode. TestWireServesWhatTheFunctionAnswers holds the
-// answers served this way equal to the SDK's.
+// the Struct they encode. TestSetDesiredEncoded holds the encoding to the
+// SDK's Structs; TestWireServesWhatTheFunctionAnswers and FuzzRunFunction hold
+// the answers served this way equal to the function's in-process answers.
 
 // setDesiredEncoded is response.SetDesiredComposedResources (function-sdk-go
 // v0.6.1 response/response.go) with each resource's Struct kept encoded.
@@ -141,6 +142,7 @@ func appendValue(b []byte, v any) ([]byte, error) {
 	return appendNumber(b, n), nil
 }
 
+// appendNumber appends a Value's number_value (2), a double.
 func appendNumber(b []byte, n float64) []byte {
 	return protowire.AppendFixed64(protowire.AppendTag(b, 2, protowire.Fixed64Type), math.Float64bits(n))
 }
