@@ -46,7 +46,7 @@ var providerAWSCRDs, providerKubernetesCRDs = func() (aws, kubernetes []string) 
 		if k.configs == "" {
 			continue // a Usage: Crossplane's own
 		}
-		file := k.gvr.Group + "_" + k.gvr.Resource + ".yaml"
+		file := scope.CRDFile(k.gvr.Group, k.gvr.Resource)
 		if k.kind == scope.ObjectKind {
 			kubernetes = append(kubernetes, file)
 		} else {
@@ -56,15 +56,15 @@ var providerAWSCRDs, providerKubernetesCRDs = func() (aws, kubernetes []string) 
 			continue
 		}
 		configs[k.configs] = true
-		names := []string{k.configs + "_providerconfigs.yaml"}
+		names := []string{scope.CRDFile(k.configs, "providerconfigs")}
 		if k.namespaced {
-			names = append(names, k.configs+"_clusterproviderconfigs.yaml")
+			names = append(names, scope.CRDFile(k.configs, "clusterproviderconfigs"))
 		}
 		if k.kind == scope.ObjectKind {
 			// The real provider-kubernetes (realClaimedClusters) records each Object's use
 			// of its provider config in a ProviderConfigUsage of the config's group, and fails
 			// to connect without that CRD.
-			kubernetes = append(kubernetes, append(names, k.configs+"_providerconfigusages.yaml")...)
+			kubernetes = append(kubernetes, append(names, scope.CRDFile(k.configs, "providerconfigusages"))...)
 		} else {
 			aws = append(aws, names...)
 		}

@@ -106,11 +106,16 @@ func (a API) Kinds() []Kind {
 	return out
 }
 
-// CRDFile is the name the provider's package gives the kind's CRD file:
-// <group>_<resource>.yaml.
+// CRDFile is the name the provider's package gives the kind's CRD file.
 func (k Kind) CRDFile() string {
 	gv, _ := schema.ParseGroupVersion(k.APIVersion)
-	return gv.Group + "_" + k.Resource + ".yaml"
+	return CRDFile(gv.Group, k.Resource)
+}
+
+// CRDFile is the name a provider's package gives the CRD file of a
+// resource of a group (its provider configs' too): <group>_<resource>.yaml.
+func CRDFile(group, resource string) string {
+	return group + "_" + resource + ".yaml"
 }
 
 // AppliesManifest tells whether a provider-kubernetes Object with these
