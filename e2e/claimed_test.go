@@ -132,7 +132,7 @@ func (c *claimedCluster) startNodes(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	c.procs = append(c.procs, scheduler)
+	c.procs = append(c.procs, scheduler.asKubelet())
 	var config []string
 	for _, f := range []string{"node/fast/node-initialize.yaml", "node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
 		"pod/fast/pod-ready.yaml", "pod/fast/pod-delete.yaml"} {
@@ -154,7 +154,7 @@ func (c *claimedCluster) startNodes(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	c.procs = append(c.procs, kwok)
+	c.procs = append(c.procs, kwok.asKubelet())
 	declared, err := c.declared()
 	if err != nil {
 		return err
@@ -382,7 +382,7 @@ func startProviderKubernetes(ctx context.Context, args ...string) (*proc, error)
 	if err != nil {
 		return nil, err
 	}
-	return p, providerHealthy(ctx, p)
+	return p.asKubelet(), providerHealthy(ctx, p)
 }
 
 // providerHealthy returns once provider-kubernetes' health probe, at the address it was started
@@ -395,7 +395,7 @@ func providerHealthy(ctx context.Context, p *proc) error {
 		}
 	}
 	return waitFor(ctx, time.Minute, "provider-kubernetes healthy", func() (bool, error) {
-		if done, err := p.exited(); done {
+		if done, err := p.gone(); done {
 			return false, fmt.Errorf("provider-kubernetes exited: %v", err)
 		}
 		resp, err := http.Get("http://" + health + "/healthz")

@@ -106,7 +106,7 @@ func (c *controlPlane) startKubernetes(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	c.procs = append(c.procs, etcd)
+	c.procs = append(c.procs, etcd.asKubelet())
 	if err := waitHealthy(ctx, 30*time.Second, "etcd healthy", etcd, etcdURL+"/health"); err != nil {
 		return err
 	}
@@ -169,7 +169,7 @@ rules:
 	if err != nil {
 		return err
 	}
-	c.procs = append(c.procs, apiserver)
+	c.procs = append(c.procs, apiserver.asKubelet())
 
 	if c.cfg, err = clientcmd.BuildConfigFromFlags("", c.kubeconfig); err != nil {
 		return err
@@ -208,12 +208,16 @@ rules:
 	if err != nil {
 		return err
 	}
-	c.procs = append(c.procs, kcm)
+	c.procs = append(c.procs, kcm.asKubelet())
 	return nil
 }
 
-// stop ends every process the suite started, in reverse order, by PID.
+// stop ends every process the suite started, in reverse order, by PID. None is started again
+// by the kubelet's part (proc.asKubelet) once the first is stopped.
 func (c *controlPlane) stop() {
+	for _, p := range c.procs {
+		p.hold()
+	}
 	for i := len(c.procs) - 1; i >= 0; i-- {
 		p := c.procs[i]
 		// kube-apiserver can take a minute to drain on TERM; nothing here needs a clean exit.

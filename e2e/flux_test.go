@@ -427,7 +427,7 @@ func (c *claimedCluster) startFlux(ctx context.Context, base *gitOpsBase) error 
 		if err != nil {
 			return err
 		}
-		c.procs = append(c.procs, p)
+		c.procs = append(c.procs, p.asKubelet())
 		if n == "source-controller" {
 			sourceLog = p.log
 		}

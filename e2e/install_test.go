@@ -272,7 +272,7 @@ func (c *controlPlane) startCrossplane(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	c.procs = append(c.procs, p)
+	c.procs = append(c.procs, p.asKubelet())
 	c.crossplaneMetrics = fmt.Sprintf("http://127.0.0.1:%d/metrics", metrics)
 	c.crossplaneReadyz = fmt.Sprintf("http://127.0.0.1:%d/readyz", health)
 	if err := waitHealthy(ctx, 60*time.Second, "crossplane ready (webhook server started)", p, c.crossplaneReadyz); err != nil {

@@ -106,10 +106,11 @@ func TestLoad(t *testing.T) {
 	assertNothingShared(t, ks)
 
 	// Settled: every claim Ready and nothing changing, so the function answers from its cache.
-	// The reconcile after Ready still finds changes (the last step's Usages, the in-use labels
-	// Crossplane's Usage controller puts on what they protect): the window opens once every
-	// claim has had it, one requeue after the last got Ready (settling).
-	time.Sleep(settling)
+	// The reconciles after Ready still find changes (the last step's Usages, the in-use labels
+	// Crossplane's Usage controller puts on what they protect), later on a loaded control plane:
+	// the window opens once nothing has changed for one requeue (quiet).
+	fmt.Printf("load: settled: the claims' last change %.0fs after the last got Ready, then none for %s\n",
+		quiet(t, ks, start.Add(walked)).Seconds(), settling)
 	fnCPU, coreCPU = fn.cpu(t), core.cpu(t)
 	quiet, quietFn := scrapeCrossplane(t), scrape(t, cp.functionMetrics)
 	shares = cpuShares(t)
@@ -326,7 +327,7 @@ func (c *controlPlane) process(t *testing.T, name string) *proc {
 }
 
 // cpu is the process's user and system CPU so far, from /proc/<pid>/stat (clock ticks of 10ms).
-func (p *proc) cpu(t *testing.T) time.Duration { t.Helper(); return pidCPU(t, p.cmd.Process.Pid) }
+func (p *proc) cpu(t *testing.T) time.Duration { t.Helper(); return pidCPU(t, p.pid()) }
 
 // busiest are the processes whose CPU the load test reports (cpuShares): the control plane's,
 // Crossplane's and the function's; the test process itself is where the fake providers run.
@@ -384,7 +385,7 @@ func pidCPU(t *testing.T, pid int) time.Duration {
 // rss is a memory figure of /proc/<pid>/status, in MiB: VmRSS (now) or VmHWM (peak).
 func (p *proc) rss(t *testing.T, field string) float64 {
 	t.Helper()
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", p.pid()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -395,15 +396,93 @@ func (p *proc) rss(t *testing.T, field string) float64 {
 			return kb / 1024
 		}
 	}
-	t.Fatalf("no %s in /proc/%d/status", field, p.cmd.Process.Pid)
+	t.Fatalf("no %s in /proc/%d/status", field, p.pid())
 	return 0
 }
 
-// settling is how long after the last claim got Ready its XR is reconciled again: one requeue,
-// the function's TTL for a settled XR (requeue.Settled, 1m; Crossplane's --poll-interval is 1m
-// too), jittered ±10% (crossplane v2.4.2 internal/controller/apiextensions/composite
-// reconciler.go, jitter), and a margin.
+// settling is how long after its last change an XR is reconciled again: one requeue, the
+// function's TTL for a settled XR (requeue.Settled, 1m; Crossplane's --poll-interval is 1m too),
+// jittered ±10% (crossplane v2.4.2 internal/controller/apiextensions/composite reconciler.go,
+// jitter), and a margin.
 const settling = 75 * time.Second
+
+// quiet waits until none of ks's XRs, nor anything they compose, has changed (resourceVersion)
+// for settling, and returns how long it waited. From then on each XR's reconcile sends the
+// function the request it answered at its last reconcile: Crossplane tags a request with a hash
+// of all of it, the observed XR and composed resources whole (crossplane v2.4.2
+// internal/controller/apiextensions/composite/composition_functions.go, Tag). The claims
+// themselves are not part of the request. It returns how long after since the last change was.
+// A control plane on which the claims never stop changing fails the test, naming what changed.
+func quiet(t *testing.T, ks []*karpenter, since time.Time) time.Duration {
+	t.Helper()
+	ctx := t.Context()
+	xrs := map[string]bool{}
+	for _, k := range ks {
+		xrs[k.xr.name] = true
+	}
+	// versions are the resourceVersions of the XRs and of what they compose, by kind and name.
+	versions := func() (map[string]string, error) {
+		out := map[string]string{}
+		for _, k := range ks {
+			xr, err := k.xrResource().Get(ctx, k.xr.name, metav1.GetOptions{})
+			if err != nil {
+				return nil, err
+			}
+			out["XR "+k.xr.String()] = xr.GetResourceVersion()
+		}
+		for _, kind := range composedKinds {
+			l, err := cp.dyn.Resource(kind.gvr).List(ctx, metav1.ListOptions{})
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			if err != nil {
+				return nil, err
+			}
+			for _, u := range l.Items {
+				if xrs[u.GetLabels()[compositeLabel]] {
+					out[kind.kind+" "+u.GetNamespace()+"/"+u.GetName()] = u.GetResourceVersion()
+				}
+			}
+		}
+		return out, nil
+	}
+	last := time.Now()
+	var was map[string]string
+	var changed []string
+	timeout := loadTimeout(len(ks))
+	err := wait.PollUntilContextTimeout(ctx, 10*time.Second, timeout, true, func(context.Context) (bool, error) {
+		now, err := versions()
+		if err != nil {
+			return false, nil // the next poll reads them all again
+		}
+		if diff := changedKeys(was, now); was == nil || len(diff) > 0 {
+			was, changed, last = now, diff, time.Now()
+			return false, nil
+		}
+		return time.Since(last) >= settling, nil
+	})
+	if err != nil {
+		t.Fatalf("the %d claims did not stop changing for %s within %s; the last change: %s", len(ks), settling, timeout, strings.Join(changed, ", "))
+	}
+	return last.Sub(since)
+}
+
+// changedKeys are the keys, sorted, whose values differ between a and b, or that only one holds.
+func changedKeys(a, b map[string]string) []string {
+	var out []string
+	for k, v := range b {
+		if w, ok := a[k]; !ok || w != v {
+			out = append(out, k)
+		}
+	}
+	for k := range a {
+		if _, ok := b[k]; !ok {
+			out = append(out, k)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
 
 // answersMetric counts the function's answers by how each was made (fn/fn.go, answersMetric).
 const answersMetric = "function_karpenter_answers_total"

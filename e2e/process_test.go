@@ -22,13 +22,30 @@ import (
 
 // A proc is one process the suite started. Its output goes to a log file that is kept, and
 // printed, when anything fails. It can be killed and started again as it was (restart).
+//
+// A proc that plays a part the kubelet runs in a real cluster (asKubelet) is also started again
+// when it exits on its own, as the kubelet starts a crashed container again: the control
+// planes' components, Crossplane, the providers, Flux. On two shared cores a kube-apiserver
+// restarted by a fault test exited on its own, starved ("PostStartHook
+// start-service-ip-repair-controllers failed", 2026-12-05), and Crossplane with it; on a real
+// node the kubelet would have started both again. The function is not: its crash is a defect
+// the suite must see.
 type proc struct {
-	name  string
-	log   string
-	env   []string
-	bin   string
-	args  []string
-	*life // the current run
+	name string
+	log  string
+	env  []string
+	bin  string
+	args []string
+
+	mu   sync.Mutex
+	life *life // the current run
+	// held is set while the test has the process stopped (kill, stop): it is not started again
+	// until the test does (restart).
+	held bool
+	// kubelet says the process is started again when it exits on its own (asKubelet), after
+	// the kubelet's crash-loop back-off; crashes counts those exits.
+	kubelet bool
+	crashes int
 }
 
 // A life is one run of a proc's process.
@@ -36,6 +53,8 @@ type life struct {
 	cmd  *exec.Cmd
 	done chan struct{}
 	err  error // set once done is closed
+	// pid is the process' ID, set before the life is the proc's current one.
+	pid int
 }
 
 // startProc starts bin with args and extra environment, its stdout and stderr in
@@ -45,6 +64,27 @@ func startProc(logDir, name string, env []string, bin string, args ...string) (*
 	p := &proc{name: name, log: filepath.Join(logDir, name+".log"), env: env, bin: bin, args: args}
 	return p, p.launch()
 }
+
+// asKubelet has p started again whenever it exits on its own, as the kubelet does with a
+// container of restartPolicy Always (the default, k8s.io/api v0.35.4 core/v1 types.go), after
+// its crash-loop back-off: 10 s, doubled at each crash up to 300 s (kubernetes v1.35.4
+// pkg/kubelet/kubelet.go, initialCrashLoopBackOff and MaxCrashLoopBackOff). It returns p.
+func (p *proc) asKubelet() *proc {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.kubelet = true
+	return p
+}
+
+// current is the proc's current run.
+func (p *proc) current() *life {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.life
+}
+
+// pid is the ID of the proc's current process.
+func (p *proc) pid() int { return p.current().pid }
 
 // launch starts the proc's process, appending to its log.
 func (p *proc) launch() error {
@@ -61,55 +101,108 @@ func (p *proc) launch() error {
 		f.Close()
 		return fmt.Errorf("cannot start %s: %w", p.name, err)
 	}
-	r := &life{cmd: cmd, done: make(chan struct{})}
+	r := &life{cmd: cmd, done: make(chan struct{}), pid: cmd.Process.Pid}
 	go func() {
 		r.err = cmd.Wait()
 		f.Close()
 		close(r.done)
+		p.crashed(r)
 	}()
+	p.mu.Lock()
 	p.life = r
+	p.mu.Unlock()
 	return nil
 }
 
-// kill ends the process at once, as a crash or the OOM killer would (SIGKILL).
+// crashed starts a kubelet-run proc again once r, its run, ended on its own, after the
+// kubelet's back-off; unless meanwhile the test stopped it or started it again itself.
+func (p *proc) crashed(r *life) {
+	p.mu.Lock()
+	if !p.kubelet || p.held || p.life != r {
+		p.mu.Unlock()
+		return
+	}
+	backoff := min(10*time.Second<<min(p.crashes, 5), 300*time.Second)
+	p.crashes++
+	p.mu.Unlock()
+	fmt.Printf("e2e: %s exited on its own (%v); started again %s later, as the kubelet would\n", p.name, r.err, backoff)
+	time.Sleep(backoff)
+	p.mu.Lock()
+	again := !p.held && p.life == r
+	p.mu.Unlock()
+	if again {
+		if err := p.launch(); err != nil {
+			fmt.Printf("e2e: %s: %v\n", p.name, err)
+		}
+	}
+}
+
+// hold marks p stopped by the test, and returns its current run.
+func (p *proc) hold() *life {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.held = true
+	return p.life
+}
+
+// kill ends the process at once, as a crash or the OOM killer would (SIGKILL). It stays
+// stopped until restart.
 func (p *proc) kill() {
-	if done, _ := p.exited(); !done {
-		_ = p.cmd.Process.Kill()
-		<-p.done
+	r := p.hold()
+	if done, _ := r.exited(); !done {
+		_ = r.cmd.Process.Kill()
+		<-r.done
 	}
 }
 
 // restart starts the process again as it was first started, once it has ended.
 func (p *proc) restart() error {
-	if done, _ := p.exited(); !done {
+	p.mu.Lock()
+	r := p.life
+	p.held = false
+	p.mu.Unlock()
+	if done, _ := r.exited(); !done {
 		return fmt.Errorf("%s is still running", p.name)
 	}
 	return p.launch()
 }
 
-// exited reports whether the process has already ended, and how.
-func (p *proc) exited() (bool, error) {
+// exited reports whether the proc's current process has already ended, and how.
+func (p *proc) exited() (bool, error) { return p.current().exited() }
+
+// gone reports whether the proc's process has ended and will not be started again by the
+// kubelet's part (asKubelet): a wait for it to serve can give up.
+func (p *proc) gone() (bool, error) {
+	done, err := p.exited()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return done && (!p.kubelet || p.held), err
+}
+
+func (r *life) exited() (bool, error) {
 	select {
-	case <-p.done:
-		return true, p.err
+	case <-r.done:
+		return true, r.err
 	default:
 		return false, nil
 	}
 }
 
-// stop ends the process by its PID: TERM, up to grace to exit, then KILL.
+// stop ends the process by its PID: TERM, up to grace to exit, then KILL. It stays stopped
+// until restart.
 func (p *proc) stop(grace time.Duration) {
-	if done, _ := p.exited(); done {
+	r := p.hold()
+	if done, _ := r.exited(); done {
 		return
 	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	_ = r.cmd.Process.Signal(syscall.SIGTERM)
 	select {
-	case <-p.done:
+	case <-r.done:
 		return
 	case <-time.After(grace):
 	}
-	_ = p.cmd.Process.Kill()
-	<-p.done
+	_ = r.cmd.Process.Kill()
+	<-r.done
 }
 
 // runProc runs bin to completion, its output appended to logDir/<name>.log.
@@ -118,9 +211,10 @@ func runProc(logDir, name string, env []string, timeout time.Duration, bin strin
 	if err != nil {
 		return err
 	}
+	r := p.current()
 	select {
-	case <-p.done:
-		return p.err
+	case <-r.done:
+		return r.err
 	case <-time.After(timeout):
 		p.stop(5 * time.Second)
 		return fmt.Errorf("%s did not finish within %s", name, timeout)
@@ -194,7 +288,7 @@ func freePorts(n int) ([]int, error) {
 // waitHealthy waits until url answers 200 OK, failing at once if p exited.
 func waitHealthy(ctx context.Context, timeout time.Duration, what string, p *proc, url string) error {
 	return waitFor(ctx, timeout, what, func() (bool, error) {
-		if done, err := p.exited(); done {
+		if done, err := p.gone(); done {
 			return false, fmt.Errorf("%s exited: %v", p.name, err)
 		}
 		rsp, err := http.Get(url)
