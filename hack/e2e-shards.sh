@@ -26,8 +26,9 @@ for a in "$@"; do
 	case "$a" in -run | -run=* | -test.run | -test.run=*) exec go test "$@" ;; esac
 done
 
-out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
+# Each shard's whole output is kept in $out, removed when every shard passed and kept (its path
+# printed last) when one failed: the lines printed below are only the end of it.
+out=$(mktemp -d -t function-karpenter-e2e-shards-XXXXXX)
 
 # shard N SELECTION...: one go test process, its output prefixed with [N], and kept in $out/N.
 shard() {
@@ -63,5 +64,8 @@ if [ "$rc" -ne 0 ]; then
 		grep -m1 -B 40 -E "$failed" "$f" || true
 		grep -E "$failed" "$f" || true
 	done
+	echo "e2e: each shard's whole output is kept in $out"
+else
+	rm -rf "$out"
 fi
 exit "$rc"
