@@ -17,6 +17,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"testing"
 	"time"
 )
 
@@ -320,4 +321,61 @@ func tail(path string, n int) string {
 		}
 	}
 	return strings.Join(lines, "\n")
+}
+
+// TestKubeletPart holds proc's part of the kubelet: a process that exits on its own is started
+// again after the first back-off (10 s), and the run is told; one the test kills stays down
+// until the test starts it again; the function's is never started again.
+func TestKubeletPart(t *testing.T) {
+	timed(t)
+	dir := t.TempDir()
+	launches := func(p *proc) int {
+		b, err := os.ReadFile(p.log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Count(string(b), "+ /bin/sh")
+	}
+	crashing, err := startProc(dir, "crashing", nil, "/bin/sh", "-c", "sleep 1; exit 3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	crashing.asKubelet()
+	t.Cleanup(func() { crashing.stop(time.Second) })
+	if err := waitFor(t.Context(), 20*time.Second, "the crashed process started again", func() (bool, error) {
+		return launches(crashing) == 2, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if done, _ := crashing.gone(); done {
+		t.Error("a kubelet-run process that crashed counts as gone")
+	}
+
+	// A process the test killed, and one not run by the kubelet's part (the function's case),
+	// which exits: both stay down past the first back-off.
+	killed, err := startProc(dir, "killed", nil, "/bin/sh", "-c", "sleep 600")
+	if err != nil {
+		t.Fatal(err)
+	}
+	killed.asKubelet().kill()
+	once, err := startProc(dir, "once", nil, "/bin/sh", "-c", "exit 3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(12 * time.Second)
+	for _, p := range []*proc{killed, once} {
+		if n := launches(p); n != 1 {
+			t.Errorf("%s was started %d times, want once", p.name, n)
+		}
+		if done, _ := p.gone(); !done {
+			t.Errorf("%s, ended, does not count as gone", p.name)
+		}
+	}
+	if err := killed.restart(); err != nil {
+		t.Fatal(err)
+	}
+	if done, _ := killed.exited(); done || launches(killed) != 2 {
+		t.Errorf("restart did not start the killed process again (%d launches)", launches(killed))
+	}
+	killed.stop(time.Second)
 }
