@@ -591,7 +591,7 @@ func testRealProviderKubernetes(t *testing.T, c *karpenter, claimed *claimedClus
 				aws = append(aws, n)
 			}
 		}
-		if b := faults.beforeReady(t, i); !b.IsZero() {
+		if b := faults.beforeReady(t, c, i); !b.IsZero() {
 			back = b
 		}
 		c.markReady(aws...)

@@ -244,7 +244,10 @@ func (c *controlPlane) apiserverReady(ctx context.Context, p *proc) error {
 // claimedFaults are the faults that need the real provider-kubernetes and a real claimed
 // cluster, injected into one request's walk in TestRealProviderKubernetes (the other request,
 // on the other claimed cluster, shares the provider and walks through them):
-//   - the claimed cluster's kube-apiserver (its etcd kept) killed just before step 3 is
+//   - the claimed cluster's kube-apiserver (its etcd kept) killed mid step 1, once the lease (an
+//     observe-only Object of the claimed cluster) is composed, and started again a minute later,
+//     before step 1's AWS resources are reported Ready;
+//   - the claimed cluster's kube-apiserver killed just before step 3 is
 //     composed, and started again a minute later: step 3's Objects cannot be applied, and the
 //     claim's AccessCheckReady says so, naming the Object and the provider's error;
 //   - provider-kubernetes killed as step 4 is composed, started again 10 seconds later;
@@ -273,11 +276,22 @@ const claimedDown = time.Minute
 // beforeReady runs at step i of the walk, once the step is composed and before the fake
 // provider reports its AWS resources Ready (which lets the function compose the next step). It
 // returns when the part it stopped, if any, came back.
-func (f *claimedFaults) beforeReady(t *testing.T, i int) (back time.Time) {
+func (f *claimedFaults) beforeReady(t *testing.T, c *karpenter, i int) (back time.Time) {
 	if f == nil {
 		return time.Time{}
 	}
 	switch steps[i].condition {
+	case "IdentityAndQueueReady": // the claimed cluster down since the lease was composed
+		// Step 1 is all in AWS: the request keeps the cluster it holds, and waits only on
+		// step 1's resources, not on its lease, which the provider cannot observe meanwhile.
+		time.Sleep(time.Until(f.down.Add(claimedDown)))
+		held, step := c.condition("ClusterHeld"), c.condition(steps[i].condition)
+		if held["status"] != "True" || strings.Contains(fmt.Sprint(step["message"]), lease) {
+			t.Errorf("the claimed cluster's API server down mid step 1: ClusterHeld %v (%v), %s %v (%v); want the cluster held and step 1 waiting on its own resources only",
+				held["status"], held["message"], steps[i].condition, step["status"], step["message"])
+		}
+		t.Logf("the claimed cluster's API server down mid step 1: ClusterHeld=%v, %s=%v: %v", held["status"], steps[i].condition, step["status"], step["message"])
+		return f.restartClaimed(t)
 	case "InterruptionWiringReady": // step 3, the first in the claimed cluster, comes next
 		f.claimed.process(t, "kube-apiserver").kill()
 		f.down = time.Now()
@@ -358,6 +372,19 @@ func (f *claimedFaults) beforeComposed(t *testing.T, c *karpenter, i int) (back 
 		return time.Time{}
 	}
 	switch steps[i].condition {
+	case "IdentityAndQueueReady":
+		// Mid step 1: the lease, an observe-only Object of the claimed cluster, is composed;
+		// step 1, all in AWS, is being composed. The cluster comes back in beforeReady, or, if
+		// the test fails first, before its cleanup needs it.
+		c.waitComposed([]string{lease}, converge)
+		p := f.claimed.process(t, "kube-apiserver")
+		p.kill()
+		f.down = time.Now()
+		t.Cleanup(func() {
+			if done, _ := p.exited(); done {
+				_ = p.restart()
+			}
+		})
 	case "AccessCheckReady":
 		// A wait that fails the test must not leave the claimed cluster down for its cleanup.
 		restarted := false
