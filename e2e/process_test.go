@@ -89,6 +89,13 @@ func (p *proc) pid() int { return p.current().pid }
 
 // launch starts the proc's process, appending to its log.
 func (p *proc) launch() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.launchLocked()
+}
+
+// launchLocked is launch, p.mu held.
+func (p *proc) launchLocked() error {
 	f, err := os.OpenFile(p.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
@@ -109,9 +116,7 @@ func (p *proc) launch() error {
 		close(r.done)
 		p.crashed(r)
 	}()
-	p.mu.Lock()
 	p.life = r
-	p.mu.Unlock()
 	return nil
 }
 
@@ -129,12 +134,12 @@ func (p *proc) crashed(r *life) {
 	fmt.Printf("e2e: %s exited on its own (%v); started again %s later, as the kubelet would\n", p.name, r.err, backoff)
 	time.Sleep(backoff)
 	p.mu.Lock()
-	again := !p.held && p.life == r
-	p.mu.Unlock()
-	if again {
-		if err := p.launch(); err != nil {
-			fmt.Printf("e2e: %s: %v\n", p.name, err)
-		}
+	defer p.mu.Unlock()
+	if p.held || p.life != r {
+		return
+	}
+	if err := p.launchLocked(); err != nil {
+		fmt.Printf("e2e: %s: %v\n", p.name, err)
 	}
 }
 
@@ -159,13 +164,12 @@ func (p *proc) kill() {
 // restart starts the process again as it was first started, once it has ended.
 func (p *proc) restart() error {
 	p.mu.Lock()
-	r := p.life
+	defer p.mu.Unlock()
 	p.held = false
-	p.mu.Unlock()
-	if done, _ := r.exited(); !done {
+	if done, _ := p.life.exited(); !done {
 		return fmt.Errorf("%s is still running", p.name)
 	}
-	return p.launch()
+	return p.launchLocked()
 }
 
 // exited reports whether the proc's current process has already ended, and how.
