@@ -22,7 +22,7 @@ var crossplaneFacts = []struct{ file, says, reliedOn string }{
 	{"internal/controller/apiextensions/composite/reconciler.go", `result = reconcile.Result{RequeueAfter: jitter(res.TTL)}`,
 		"with realtime compositions an XR is requeued after its functions' TTL (TestLoad's settling; docs/platform.md)"},
 	{"internal/controller/apiextensions/composite/composition_functions.go", `fnreq.Meta = &fnv1.RequestMeta{Tag: Tag(fnreq)`,
-		"a request's tag is the hash of the whole request, so it changes when any observed resource does (TestLoad's quiet)"},
+		"a request's tag is the hash of the whole request, so it changes when any observed resource does (TestLoad's untilQuiet)"},
 	{"internal/controller/apiextensions/composite/reconciler.go", `uses the interval jittered +/- 10%`,
 		"requeues are jittered by 10% (TestLoad's settling)"},
 	{"cmd/crossplane/core/core.go", "EnableRealtimeCompositions bool `default:\"true\"",

@@ -108,9 +108,9 @@ func TestLoad(t *testing.T) {
 	// Settled: every claim Ready and nothing changing, so the function answers from its cache.
 	// The reconciles after Ready still find changes (the last step's Usages, the in-use labels
 	// Crossplane's Usage controller puts on what they protect), later on a loaded control plane:
-	// the window opens once nothing has changed for one requeue (quiet).
-	fmt.Printf("load: settled: the claims' last change %.0fs after the last got Ready, then none for %s\n",
-		quiet(t, ks, start.Add(walked)).Seconds(), settling)
+	// the window opens once nothing has changed for one requeue (untilQuiet).
+	fmt.Printf("load: settled: the claims' last change seen %.0fs after the last got Ready, then none for %s\n",
+		untilQuiet(t, ks, start.Add(walked)).Seconds(), settling)
 	fnCPU, coreCPU = fn.cpu(t), core.cpu(t)
 	quiet, quietFn := scrapeCrossplane(t), scrape(t, cp.functionMetrics)
 	shares = cpuShares(t)
@@ -406,14 +406,14 @@ func (p *proc) rss(t *testing.T, field string) float64 {
 // jitter), and a margin.
 const settling = 75 * time.Second
 
-// quiet waits until none of ks's XRs, nor anything they compose, has changed (resourceVersion)
-// for settling, and returns how long it waited. From then on each XR's reconcile sends the
+// untilQuiet waits until none of ks's XRs, nor anything they compose, has changed
+// (resourceVersion, read every 10 s) for settling. From then on each XR's reconcile sends the
 // function the request it answered at its last reconcile: Crossplane tags a request with a hash
 // of all of it, the observed XR and composed resources whole (crossplane v2.4.2
 // internal/controller/apiextensions/composite/composition_functions.go, Tag). The claims
-// themselves are not part of the request. It returns how long after since the last change was.
+// themselves are not part of the request. It returns how long after since it saw the last change.
 // A control plane on which the claims never stop changing fails the test, naming what changed.
-func quiet(t *testing.T, ks []*karpenter, since time.Time) time.Duration {
+func untilQuiet(t *testing.T, ks []*karpenter, since time.Time) time.Duration {
 	t.Helper()
 	ctx := t.Context()
 	xrs := map[string]bool{}
