@@ -182,13 +182,7 @@ rules:
 	if c.dyn, err = dynamic.NewForConfig(c.cfg); err != nil {
 		return err
 	}
-	if err := waitFor(ctx, 90*time.Second, "kube-apiserver ready", func() (bool, error) {
-		if done, err := apiserver.exited(); done {
-			return false, fmt.Errorf("kube-apiserver exited: %v", err)
-		}
-		body, err := c.kube.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
-		return err == nil && string(body) == "ok", nil
-	}); err != nil {
+	if err := c.apiserverReady(ctx, apiserver, 90*time.Second); err != nil {
 		return err
 	}
 	c.timed("kube-apiserver ready", start)
@@ -210,6 +204,18 @@ rules:
 	}
 	c.procs = append(c.procs, kcm.asKubelet())
 	return nil
+}
+
+// apiserverReady returns once the control plane's kube-apiserver, p, answers /readyz "ok",
+// within timeout; it gives up at once if p exited and the kubelet's part will not start it again.
+func (c *controlPlane) apiserverReady(ctx context.Context, p *proc, timeout time.Duration) error {
+	return waitFor(ctx, timeout, "kube-apiserver ready", func() (bool, error) {
+		if done, err := p.gone(); done {
+			return false, fmt.Errorf("kube-apiserver exited: %v", err)
+		}
+		body, err := c.kube.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		return err == nil && string(body) == "ok", nil
+	})
 }
 
 // stop ends every process the suite started, in reverse order, by PID. None is started again

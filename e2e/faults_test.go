@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"maps"
 	"strings"
@@ -35,7 +34,7 @@ var faults = []fault{
 	}},
 	// The hub's API server (etcd kept): every client of it reconnects.
 	{process: "kube-apiserver", serving: func(t *testing.T, p *proc) error {
-		return cp.apiserverReady(t.Context(), p)
+		return cp.apiserverReady(t.Context(), p, restartWait)
 	}},
 }
 
@@ -230,17 +229,6 @@ func externalName(u *unstructured.Unstructured) string {
 // own after two minutes, starved, to be started again by the kubelet's part (proc.asKubelet).
 const restartWait = 5 * time.Minute
 
-// apiserverReady returns once the control plane's kube-apiserver, p, restarted, is ready again.
-func (c *controlPlane) apiserverReady(ctx context.Context, p *proc) error {
-	return waitFor(ctx, restartWait, "kube-apiserver ready again", func() (bool, error) {
-		if done, err := p.gone(); done {
-			return false, fmt.Errorf("kube-apiserver exited: %v", err)
-		}
-		body, err := c.kube.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
-		return err == nil && string(body) == "ok", nil
-	})
-}
-
 // claimedFaults are the faults that need the real provider-kubernetes and a real claimed
 // cluster, injected into one request's walk in TestRealProviderKubernetes (the other request,
 // on the other claimed cluster, shares the provider and walks through them):
@@ -293,8 +281,7 @@ func (f *claimedFaults) beforeReady(t *testing.T, c *karpenter, i int) (back tim
 		t.Logf("the claimed cluster's API server down mid step 1: ClusterHeld=%v, %s=%v: %v", held["status"], steps[i].condition, step["status"], step["message"])
 		return f.restartClaimed(t)
 	case "InterruptionWiringReady": // step 3, the first in the claimed cluster, comes next
-		f.claimed.process(t, "kube-apiserver").kill()
-		f.down = time.Now()
+		f.killClaimed(t)
 	case "ControllerReady":
 		return f.restartHelm(t, f.killedHelm)
 	}
@@ -377,27 +364,12 @@ func (f *claimedFaults) beforeComposed(t *testing.T, c *karpenter, i int) (back 
 		// step 1, all in AWS, is being composed. The cluster comes back in beforeReady, or, if
 		// the test fails first, before its cleanup needs it.
 		c.waitComposed([]string{lease}, converge)
-		p := f.claimed.process(t, "kube-apiserver")
-		p.kill()
-		f.down = time.Now()
-		t.Cleanup(func() {
-			if done, _ := p.exited(); done {
-				_ = p.restart()
-			}
-		})
+		f.killClaimed(t)
 	case "AccessCheckReady":
-		// A wait that fails the test must not leave the claimed cluster down for its cleanup.
-		restarted := false
-		defer func() {
-			if !restarted {
-				_ = f.claimed.process(t, "kube-apiserver").restart()
-			}
-		}()
 		// The namespace, step 3's first round, cannot be applied: the next round waits for it.
 		cond := c.waitCondition(steps[i].condition, "False", 2*time.Minute, "controller-namespace", "Synced=False")
 		t.Logf("the claimed cluster's API server down: %s=False: %s", steps[i].condition, cond["message"])
 		time.Sleep(time.Until(f.down.Add(claimedDown)))
-		restarted = true
 		return f.restartClaimed(t)
 	case "ControllerReady":
 		f.killedHelm = f.killHelmOnInstall(t)
@@ -516,6 +488,20 @@ func (f *claimedFaults) restartFlux(t *testing.T, down time.Duration, names ...s
 	return time.Now()
 }
 
+// killClaimed kills the claimed cluster's API server mid-walk (its etcd kept) and notes when;
+// restartClaimed starts it again. Should the test fail first, it is started again before the
+// test's cleanup, which needs it.
+func (f *claimedFaults) killClaimed(t *testing.T) {
+	p := f.claimed.process(t, "kube-apiserver")
+	p.kill()
+	f.down = time.Now()
+	t.Cleanup(func() {
+		if done, _ := p.exited(); done {
+			_ = p.restart()
+		}
+	})
+}
+
 // restartClaimed starts the claimed cluster's API server again; it returns when it is ready.
 func (f *claimedFaults) restartClaimed(t *testing.T) time.Time {
 	t.Helper()
@@ -523,7 +509,7 @@ func (f *claimedFaults) restartClaimed(t *testing.T) time.Time {
 	if err := p.restart(); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.claimed.apiserverReady(t.Context(), p); err != nil {
+	if err := f.claimed.apiserverReady(t.Context(), p, restartWait); err != nil {
 		t.Fatal(err)
 	}
 	return time.Now()

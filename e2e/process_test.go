@@ -44,9 +44,11 @@ type proc struct {
 	// until the test does (restart).
 	held bool
 	// kubelet says the process is started again when it exits on its own (asKubelet), after
-	// the kubelet's crash-loop back-off; crashes counts those exits.
-	kubelet bool
-	crashes int
+	// the kubelet's crash-loop back-off; crashes counts those exits since the back-off was last
+	// reset, lastCrash is the latest.
+	kubelet   bool
+	crashes   int
+	lastCrash time.Time
 }
 
 // A life is one run of a proc's process.
@@ -67,9 +69,12 @@ func startProc(logDir, name string, env []string, bin string, args ...string) (*
 }
 
 // asKubelet has p started again whenever it exits on its own, as the kubelet does with a
-// container of restartPolicy Always (the default, k8s.io/api v0.35.4 core/v1 types.go), after
-// its crash-loop back-off: 10 s, doubled at each crash up to 300 s (kubernetes v1.35.4
-// pkg/kubelet/kubelet.go, initialCrashLoopBackOff and MaxCrashLoopBackOff). It returns p.
+// container of restartPolicy Always (the default: k8s.io/api v0.35.4 core/v1 types.go,
+// PodSpec.RestartPolicy), after its crash-loop back-off: 10 s, doubled at each crash up to
+// 300 s, and back to 10 s once 600 s passed since the last crash (kubernetes v1.35.4
+// pkg/kubelet/kubelet.go: initialCrashLoopBackOff, MaxCrashLoopBackOff and the back-off's
+// HasExpiredFunc; the doubling is client-go v0.35.4 util/flowcontrol/backoff.go, Next, whose
+// jitter the kubelet leaves at 0). It returns p.
 func (p *proc) asKubelet() *proc {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -128,8 +133,12 @@ func (p *proc) crashed(r *life) {
 		p.mu.Unlock()
 		return
 	}
+	if time.Since(p.lastCrash) > 600*time.Second {
+		p.crashes = 0
+	}
 	backoff := min(10*time.Second<<min(p.crashes, 5), 300*time.Second)
 	p.crashes++
+	p.lastCrash = time.Now()
 	p.mu.Unlock()
 	fmt.Printf("e2e: %s exited on its own (%v); started again %s later, as the kubelet would\n", p.name, r.err, backoff)
 	time.Sleep(backoff)
@@ -328,8 +337,9 @@ func tail(path string, n int) string {
 }
 
 // TestKubeletPart holds proc's part of the kubelet: a process that exits on its own is started
-// again after the first back-off (10 s), and the run is told; one the test kills stays down
-// until the test starts it again; the function's is never started again.
+// again after the first back-off (10 s), not before; one the test kills stays down until the
+// test starts it again; one not run by the kubelet's part (the function's case) is never
+// started again.
 func TestKubeletPart(t *testing.T) {
 	timed(t)
 	dir := t.TempDir()
@@ -346,6 +356,11 @@ func TestKubeletPart(t *testing.T) {
 	}
 	crashing.asKubelet()
 	t.Cleanup(func() { crashing.stop(time.Second) })
+	// It exits after a second; the kubelet's part starts it again 10 s later.
+	time.Sleep(8 * time.Second)
+	if n := launches(crashing); n != 1 {
+		t.Errorf("the crashed process was started %d times within 8 s, want once: before the 10 s back-off", n)
+	}
 	if err := waitFor(t.Context(), 20*time.Second, "the crashed process started again", func() (bool, error) {
 		return launches(crashing) == 2, nil
 	}); err != nil {
