@@ -42,7 +42,7 @@ import (
 // A claimed cluster's Flux is the real one: source-controller v1.9.3, kustomize-controller v1.9.3
 // and helm-controller v1.6.2, the controllers Flux v2.9.2 ships together (its go.mod requires
 // their api modules at these versions), built from the module proxy (hack/e2e.mk,
-// e2e/tools/flux-*) and run out of cluster against the claimed cluster's API server, with its
+// e2e/tools/controllers) and run out of cluster against the claimed cluster's API server, with its
 // admin kubeconfig (in a bootstrapped cluster kustomize- and helm-controller are cluster-admin,
 // source-controller is not: this suite does not hold it to a narrower role).
 // What they reconcile is served from loopback by a gitOpsBase.

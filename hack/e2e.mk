@@ -44,15 +44,15 @@ E2E_KUSTOMIZE_CONTROLLER := $(E2E_BIN)/kustomize-controller-$(E2E_FLUX_KUSTOMIZE
 E2E_HELM_CONTROLLER := $(E2E_BIN)/helm-controller-$(E2E_FLUX_HELM_VERSION)
 # Cold, the binaries build in two lanes at once (e2e-tools): one `go build` leaves a core idle
 # while it downloads its modules, compiles the last packages of its graph one after the other and
-# links (the two lanes took 53 minutes each, cold, beside make test's other targets:
-# docs/performance.md). Apart from Flux's three controllers, no two wrappers require the same
-# version of Kubernetes' libraries (their go.mod), so a lane seldom compiles a package the other
-# compiles too; the builds that do share packages (Kubernetes' three components, Flux's three
-# controllers) run one after the other in one lane, where the first leaves its packages in Go's
-# build cache for the next.
-E2E_LANE_1 := $(E2E_KUBE_APISERVER) $(E2E_KUBE_CONTROLLER_MANAGER) $(E2E_KUBE_SCHEDULER) $(E2E_ETCD) \
-  $(E2E_CROSSPLANE) $(E2E_KWOK)
-E2E_LANE_2 := $(E2E_PROVIDER_KUBERNETES) $(E2E_KUSTOMIZE_CONTROLLER) $(E2E_HELM_CONTROLLER) $(E2E_SOURCE_CONTROLLER)
+# links. The builds that share packages run one after the other in one lane, where the first leaves
+# its packages in Go's build cache for the next: Kubernetes' three components (one wrapper), and
+# the five controllers of e2e/tools/controllers (one wrapper, whose tools.go says why). The two
+# lanes share almost nothing: the Kubernetes wrapper, etcd's and Crossplane's each require their
+# own versions of Kubernetes' libraries and of the rest (their go.mod). Cold times per binary:
+# docs/performance.md, "A cold make test".
+E2E_LANE_1 := $(E2E_KUBE_APISERVER) $(E2E_KUBE_CONTROLLER_MANAGER) $(E2E_KUBE_SCHEDULER) $(E2E_ETCD)
+E2E_LANE_2 := $(E2E_PROVIDER_KUBERNETES) $(E2E_KUSTOMIZE_CONTROLLER) $(E2E_HELM_CONTROLLER) $(E2E_SOURCE_CONTROLLER) \
+  $(E2E_KWOK) $(E2E_CROSSPLANE)
 E2E_BINARIES := $(E2E_LANE_1) $(E2E_LANE_2)
 
 # kubectl and clients parse the server's version; an unstamped build reports v0.0.0-master.
@@ -75,23 +75,24 @@ $(E2E_KUBE_CONTROLLER_MANAGER):
 $(E2E_KUBE_SCHEDULER):
 	$(call e2e-build,kubernetes,k8s.io/kubernetes,$(E2E_KUBERNETES_VERSION),k8s.io/kubernetes/cmd/kube-scheduler,$(E2E_KUBE_LDFLAGS))
 
+# provider-kubernetes, Flux's three controllers and kwok: one wrapper module (its tools.go says why).
 $(E2E_KWOK):
-	$(call e2e-build,kwok,sigs.k8s.io/kwok,$(E2E_KWOK_VERSION),sigs.k8s.io/kwok/cmd/kwok)
+	$(call e2e-build,controllers,sigs.k8s.io/kwok,$(E2E_KWOK_VERSION),sigs.k8s.io/kwok/cmd/kwok)
 
 $(E2E_CROSSPLANE):
 	$(call e2e-build,crossplane,github.com/crossplane/crossplane/v2,$(E2E_CROSSPLANE_VERSION),github.com/crossplane/crossplane/v2/cmd/crossplane,-X github.com/crossplane/crossplane/v2/internal/version.version=$(E2E_CROSSPLANE_VERSION))
 
 $(E2E_PROVIDER_KUBERNETES):
-	$(call e2e-build,provider-kubernetes,github.com/crossplane-contrib/provider-kubernetes,$(E2E_PROVIDER_KUBERNETES_VERSION),github.com/crossplane-contrib/provider-kubernetes/cmd/provider)
+	$(call e2e-build,controllers,github.com/crossplane-contrib/provider-kubernetes,$(E2E_PROVIDER_KUBERNETES_VERSION),github.com/crossplane-contrib/provider-kubernetes/cmd/provider)
 
 $(E2E_SOURCE_CONTROLLER):
-	$(call e2e-build,flux-source,github.com/fluxcd/source-controller,$(E2E_FLUX_SOURCE_VERSION),github.com/fluxcd/source-controller)
+	$(call e2e-build,controllers,github.com/fluxcd/source-controller,$(E2E_FLUX_SOURCE_VERSION),github.com/fluxcd/source-controller)
 
 $(E2E_KUSTOMIZE_CONTROLLER):
-	$(call e2e-build,flux-kustomize,github.com/fluxcd/kustomize-controller,$(E2E_FLUX_KUSTOMIZE_VERSION),github.com/fluxcd/kustomize-controller)
+	$(call e2e-build,controllers,github.com/fluxcd/kustomize-controller,$(E2E_FLUX_KUSTOMIZE_VERSION),github.com/fluxcd/kustomize-controller)
 
 $(E2E_HELM_CONTROLLER):
-	$(call e2e-build,flux-helm,github.com/fluxcd/helm-controller,$(E2E_FLUX_HELM_VERSION),github.com/fluxcd/helm-controller)
+	$(call e2e-build,controllers,github.com/fluxcd/helm-controller,$(E2E_FLUX_HELM_VERSION),github.com/fluxcd/helm-controller)
 
 .PHONY: e2e-tools
 e2e-tools: ## Build the end-to-end control plane binaries (cached by version), in two lanes at once.
@@ -142,9 +143,9 @@ e2e-test: curl e2e-tools provider-aws-crds provider-kubernetes-crds ## End-to-en
 	cd e2e && go vet -tags e2e ./...
 	@xp=$$(cd $(E2E_TOOLS_DIR)/crossplane && go mod download github.com/crossplane/crossplane/v2 && \
 	    go list -m -f '{{.Dir}}' github.com/crossplane/crossplane/v2) && test -n "$$xp" || exit 1; \
-	kwok=$$(cd $(E2E_TOOLS_DIR)/kwok && go mod download sigs.k8s.io/kwok && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok) && \
+	kwok=$$(cd $(E2E_TOOLS_DIR)/controllers && go mod download sigs.k8s.io/kwok && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok) && \
 	  test -n "$$kwok" || exit 1; \
-	flux=$$(for c in source kustomize helm; do (cd $(E2E_TOOLS_DIR)/flux-$$c && go mod download github.com/fluxcd/$$c-controller && \
+	flux=$$(for c in source kustomize helm; do (cd $(E2E_TOOLS_DIR)/controllers && go mod download github.com/fluxcd/$$c-controller && \
 	  go list -m -f '{{.Dir}}/config/crd/bases' github.com/fluxcd/$$c-controller) || exit 1; done) || exit 1; \
 	cd e2e && E2E_ETCD=$(E2E_ETCD) E2E_KUBE_APISERVER=$(E2E_KUBE_APISERVER) \
 	  E2E_KUBE_CONTROLLER_MANAGER=$(E2E_KUBE_CONTROLLER_MANAGER) E2E_KUBE_SCHEDULER=$(E2E_KUBE_SCHEDULER) \
