@@ -11,6 +11,12 @@ include hack/e2e.mk
 
 OUTPUT := $(CURDIR)/_output
 GO_TEST_FLAGS ?= -count=1
+# Each go test of make test runs right after a go vet of the same packages, so it runs with
+# -vet=off: go vet runs every analyzer go test runs (and more), and Go caches the facts vet
+# computes about each dependency under the set of analyzers asked for (go1.26.8
+# src/cmd/go/internal/work/exec.go, "vetflags"). With both, a cold run analysed every
+# dependency twice, and the end-to-end suite's once more per shard.
+GO_TEST_VETTED := -vet=off
 
 # Environment the render tests read.
 RENDER_ENV = CROSSPLANE=$(CROSSPLANE) VALIDATE_FLAGS="$(VALIDATE_FLAGS)" PROVIDER_AWS_CRDS=$(PROVIDER_AWS_CRDS) \
@@ -39,18 +45,25 @@ check-generated: generate ## Fail when the committed generated files differ from
 	  echo "generated files are stale or hand-edited; run make generate and commit:" >&2; \
 	  git status --porcelain -- apis package examples/gitops/monitoring docs/reference.md >&2; git --no-pager diff -- apis package examples/gitops/monitoring docs/reference.md | head -50 >&2; exit 1; fi
 
-# The end-to-end control plane's binaries (e2e-tools, hack/e2e.mk) build in the background while
-# the other targets run, so that neither leaves a core idle while the other waits (on a download,
-# a link, a process a test started). Cold, the two together keep both cores busy for over an hour
-# (docs/performance.md, "A cold make test"). The build's output is printed once it is done.
-E2E_TOOLS_LOG = $(CACHE)/e2e-tools.log
+# make test builds every binary its later targets run (the end-to-end control plane's, the
+# Crossplane CLI and promtool) in the background, in two lanes (test-tools), while it checks the
+# generated files and the links and runs the unit tests, which need none of them; then it runs the
+# rest. Cold, the builds keep both cores busy for most of the run (docs/performance.md, "A cold
+# make test"). The build's output is printed once it is done. The fuzz targets are not run (their
+# seed corpora are, by the unit tests): fuzzing builds every package the targets import again,
+# instrumented: 10 minutes of a cold make test, beside a build, for 24 seconds of fuzzing (`make fuzz`).
+TEST_TOOLS_LOG = $(CACHE)/test-tools.log
+.PHONY: test-tools
+test-tools: ## Build every binary make test runs (cached by version), in two lanes at once.
+	$(call lanes,$(E2E_LANE_1) $(CROSSPLANE) $(PROMTOOL),$(E2E_LANE_2))
+
 .PHONY: test
 test: ## Run every test.
-	@mkdir -p $(CACHE); $(MAKE) --no-print-directory e2e-tools > $(E2E_TOOLS_LOG) 2>&1 & tools=$$!; \
-	  $(MAKE) --no-print-directory check-generated docs-test unit fuzz render-test package-test flux-test; rc=$$?; \
-	  echo "make test: waiting for the end-to-end binaries (e2e-tools, $(E2E_TOOLS_LOG))"; \
-	  wait $$tools; built=$$?; cat $(E2E_TOOLS_LOG); [ $$rc -eq 0 ] && [ $$built -eq 0 ]
-	@$(MAKE) --no-print-directory e2e-test
+	@mkdir -p $(CACHE); $(MAKE) --no-print-directory test-tools > $(TEST_TOOLS_LOG) 2>&1 & tools=$$!; \
+	  $(MAKE) --no-print-directory check-generated docs-test unit; rc=$$?; \
+	  echo "make test: waiting for the binaries (test-tools, $(TEST_TOOLS_LOG))"; \
+	  wait $$tools; built=$$?; cat $(TEST_TOOLS_LOG); [ $$rc -eq 0 ] && [ $$built -eq 0 ]
+	@$(MAKE) --no-print-directory render-test package-test flux-test e2e-test
 
 # The final check's script calls curl, as its image has it; the unit tests and the e2e suite run
 # that script on this machine. Debian's curl is installed when it is missing.
@@ -62,7 +75,7 @@ curl:
 .PHONY: unit
 unit: curl ## Unit and multi-reconcile tests.
 	go vet ./...
-	go test $(GO_TEST_FLAGS) ./...
+	go test $(GO_TEST_VETTED) $(GO_TEST_FLAGS) ./...
 
 # Each target's budget is a number of inputs (about 15 s each on a 2-core machine), not a
 # duration: with a duration, Go 1.26's fuzzing coordinator can report its own deadline as a
@@ -77,11 +90,12 @@ fuzz: ## Each fuzz target for its budget of inputs, from the committed seed corp
 
 .PHONY: render-test
 render-test: $(CROSSPLANE) $(CROSSPLANE_VALIDATE_SEED) provider-aws-crds provider-kubernetes-crds flux-crds k8s-schemas ## Golden crossplane render per step, validated.
-	$(RENDER_ENV) go test $(GO_TEST_FLAGS) -tags render ./test/render/...
+	go vet -tags render ./test/render/...
+	$(RENDER_ENV) go test $(GO_TEST_VETTED) $(GO_TEST_FLAGS) -tags render ./test/render/...
 
 .PHONY: flux-test
 flux-test: $(PROMTOOL) ## What Flux would apply: kustomize build + Karpenter and prometheus-operator CRD validation (CEL included), the chart rendered with the values, the alert rules through promtool, every metric read from Karpenter's sources.
-	cd test/flux && go vet ./... && PROMTOOL=$(PROMTOOL) go test $(GO_TEST_FLAGS) ./...
+	cd test/flux && go vet ./... && PROMTOOL=$(PROMTOOL) go test $(GO_TEST_VETTED) $(GO_TEST_FLAGS) ./...
 
 .PHONY: update-golden
 update-golden: $(CROSSPLANE) $(CROSSPLANE_VALIDATE_SEED) provider-aws-crds provider-kubernetes-crds flux-crds k8s-schemas ## Rewrite fixtures and golden render output.

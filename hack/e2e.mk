@@ -55,6 +55,12 @@ E2E_LANE_2 := $(E2E_PROVIDER_KUBERNETES) $(E2E_KUSTOMIZE_CONTROLLER) $(E2E_HELM_
   $(E2E_KWOK) $(E2E_CROSSPLANE)
 E2E_BINARIES := $(E2E_LANE_1) $(E2E_LANE_2)
 
+# $(call lanes,TARGETS,TARGETS): make builds each list in a process of its own, both at once, and
+# fails when either fails. Two makes never share a target: one would read the other's half-built
+# file as missing and build it again at the same path.
+lanes = @$(MAKE) --no-print-directory $(1) & one=$$!; $(MAKE) --no-print-directory $(2) & two=$$!; \
+  wait $$one; a=$$?; wait $$two; b=$$?; [ $$a -eq 0 ] && [ $$b -eq 0 ]
+
 # kubectl and clients parse the server's version; an unstamped build reports v0.0.0-master.
 E2E_KUBE_LDFLAGS := -X k8s.io/component-base/version.gitVersion=$(E2E_KUBERNETES_VERSION) \
   -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=35
@@ -96,16 +102,15 @@ $(E2E_HELM_CONTROLLER):
 
 .PHONY: e2e-tools
 e2e-tools: ## Build the end-to-end control plane binaries (cached by version), in two lanes at once.
-	@$(MAKE) --no-print-directory $(E2E_LANE_1) & one=$$!; \
-	  $(MAKE) --no-print-directory $(E2E_LANE_2) & two=$$!; \
-	  wait $$one; a=$$?; wait $$two; b=$$?; [ $$a -eq 0 ] && [ $$b -eq 0 ]
+	$(call lanes,$(E2E_LANE_1),$(E2E_LANE_2))
 
 # --- the suite ---------------------------------------------------------------------------------
 # The function is rebuilt from the working tree every run as its package builds it
-# (FUNCTION_GO_BUILD, hack/package.mk), which Go's build cache makes cheap. go vet compiles the
-# suite's dependencies once before the shards start, which would otherwise each compile them at
-# once (a cold cache's concurrent compiles, one per shard, of the same ~500 packages); each shard still
-# compiles the suite's own package and links it.
+# (FUNCTION_GO_BUILD, hack/package.mk), which Go's build cache makes cheap. go vet compiles and
+# analyses the suite's dependencies once before the shards start, which would otherwise each do it
+# at once (a cold cache's concurrent compiles, one per shard, of the same ~500 packages); the shards
+# run with -vet=off (GO_TEST_VETTED, Makefile), and each still compiles the suite's own package and
+# links it.
 # The CRDs come from module zips, located in the Go module cache (downloaded if missing):
 # provider-aws at the version the main go.mod requires, provider-kubernetes at the version
 # hack/tools.mk names, Crossplane's from its wrapper module. Crossplane's cluster holds no Flux
@@ -139,7 +144,7 @@ E2E_PARALLEL ?= 16
 .PHONY: e2e-test
 e2e-test: curl e2e-tools provider-aws-crds provider-kubernetes-crds ## End-to-end tests against a real API server and Crossplane on loopback.
 	$(FUNCTION_GO_BUILD) -o $(E2E_FUNCTION) ./fn
-	go test -c -o $(E2E_FAKE_AWS) ./internal/cluster
+	go test $(GO_TEST_VETTED) -c -o $(E2E_FAKE_AWS) ./internal/cluster
 	cd e2e && go vet -tags e2e ./...
 	@xp=$$(cd $(E2E_TOOLS_DIR)/crossplane && go mod download github.com/crossplane/crossplane/v2 && \
 	    go list -m -f '{{.Dir}}' github.com/crossplane/crossplane/v2) && test -n "$$xp" || exit 1; \
@@ -157,7 +162,7 @@ e2e-test: curl e2e-tools provider-aws-crds provider-kubernetes-crds ## End-to-en
 	  E2E_PROVIDER_KUBERNETES_CRDS=$(PROVIDER_KUBERNETES_CRDS) \
 	  E2E_CROSSPLANE_CRDS="$$xp/cluster/crds" E2E_LOAD_CLAIMS=$(E2E_LOAD_CLAIMS) E2E_LOAD_SETTLE=$(E2E_LOAD_SETTLE) \
 	  $(CURDIR)/hack/e2e-shards.sh $(E2E_SHARDS) -- \
-	    -tags e2e $(GO_TEST_FLAGS) -parallel $(E2E_PARALLEL) -timeout $(E2E_TIMEOUT) -v ./...
+	    -tags e2e $(GO_TEST_VETTED) $(GO_TEST_FLAGS) -parallel $(E2E_PARALLEL) -timeout $(E2E_TIMEOUT) -v ./...
 
 # TestLoad's claims and how long they stand settled: a correctness check in make test, the
 # load benchmark with make load.
