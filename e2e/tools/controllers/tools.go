@@ -11,18 +11,19 @@
 //
 // They are one module so that Go builds each package they share once: apart from the Kubernetes
 // version (v0.36.1 to v0.36.4 in their own go.mod files), they require most of the same modules at
-// nearby versions, and as five modules they compiled twice the Go source they compile as one
-// (docs/performance.md, "A cold make test"). Go's minimal version selection gives each the highest
-// version any of them requires: Kubernetes' libraries v0.36.4, grpc v1.82.1, cel-go v0.30.0, and for
-// provider-kubernetes kustomize v0.21.1 and k8s.io/cli-runtime v0.36.2; go.mod lists every version.
+// nearby versions. Cold, kustomize-controller alone took 343 s to build from its own wrapper, all
+// five 530 s from this one (docs/performance.md, "A cold make test"). Go's minimal version
+// selection gives each the highest version any of them requires: Kubernetes' libraries v0.36.4,
+// grpc v1.82.1, cel-go v0.30.0, and for provider-kubernetes kustomize v0.21.1 and
+// k8s.io/cli-runtime v0.36.2; go.mod lists every version.
 //
-// go.mod repeats the replace directives of the controllers' own go.mod files, which go ignores in a
-// dependency (but their ./api): go-digest at helm-controller's commit (source- and
+// go.mod repeats the replace directives of the controllers' own go.mod files, which go ignores in
+// a dependency (all but those of their ./api): go-digest at helm-controller's commit (source- and
 // kustomize-controller pin an older commit of the same branch, all three for BLAKE3), kustomize
-// v0.21.1 (helm- and kustomize-controller's) and yaml.v3 v3.0.1 (kustomize-controller's). The module proxy serves no version of
-// github.com/nebius/gosdk, which provider-kubernetes imports for its Nebius identity:
-// nebius-gosdk-standin declares the four names that code uses and refuses to build a Nebius token
-// source.
+// v0.21.1 (helm- and kustomize-controller's) and yaml.v3 v3.0.1 (kustomize-controller's). The
+// module proxy serves no version of github.com/nebius/gosdk, which provider-kubernetes imports for
+// its Nebius identity: nebius-gosdk-standin declares the four names that code uses and refuses to
+// build a Nebius token source.
 package tools
 
 import (
