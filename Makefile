@@ -11,8 +11,8 @@ include hack/e2e.mk
 
 OUTPUT := $(CURDIR)/_output
 GO_TEST_FLAGS ?= -count=1
-# Each go test of make test runs right after a go vet of the same packages, so it runs with
-# -vet=off: go vet runs every analyzer go test runs (and more), and Go caches the facts vet
+# Each go test of make test runs after a go vet of the same packages (unit's covers the e2e
+# stand-in for AWS), so it runs with -vet=off: go vet runs every analyzer go test runs (and more), and Go caches the facts vet
 # computes about each dependency under the set of analyzers asked for (go1.26.8
 # src/cmd/go/internal/work/exec.go, "vetflags"). With both, a cold run analysed every
 # dependency twice, and the end-to-end suite's once more per shard.

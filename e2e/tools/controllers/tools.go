@@ -13,9 +13,8 @@
 // version (v0.36.1 to v0.36.4 in their own go.mod files), they require most of the same modules at
 // nearby versions. Cold, kustomize-controller alone took 343 s to build from its own wrapper, all
 // five 530 s from this one (docs/performance.md, "A cold make test"). Go's minimal version
-// selection gives each the highest version any of them requires: Kubernetes' libraries v0.36.4,
-// grpc v1.82.1, cel-go v0.30.0, and for provider-kubernetes kustomize v0.21.1 and
-// k8s.io/cli-runtime v0.36.2; go.mod lists every version.
+// selection gives each the highest version any of them requires (for some, a newer Kubernetes,
+// grpc or cel-go than their own go.mod asks for); go.mod lists every version.
 //
 // go.mod repeats the replace directives of the controllers' own go.mod files, which go ignores in
 // a dependency (all but those of their ./api): go-digest at helm-controller's commit (source- and
