@@ -5,6 +5,18 @@
 #   make test     runs every test
 .DEFAULT_GOAL := render
 
+# One set of build flags for every go command make runs (vet, test, run, generate and the tools'
+# builds), the flags the function ships with (hack/package.mk): Go's build cache keys a compiled
+# package on -trimpath and, through the cgo build tag, on CGO_ENABLED (go1.26.8
+# src/cmd/go/internal/work/exec.go, buildActionID). With two sets, the function's dependencies and
+# the standard library compiled once for the tests and again for the package and the suite's
+# function. -trimpath also keys a package from the module cache on its module and version, not its
+# folder, so a clone anywhere reuses the cache.
+export CGO_ENABLED := 0
+ifeq ($(filter -trimpath,$(GOFLAGS)),)
+export GOFLAGS := -trimpath $(GOFLAGS)
+endif
+
 include hack/tools.mk
 include hack/package.mk
 include hack/e2e.mk
