@@ -107,10 +107,8 @@ e2e-tools: ## Build the end-to-end control plane binaries (cached by version), i
 # --- the suite ---------------------------------------------------------------------------------
 # The function is rebuilt from the working tree every run as its package builds it
 # (FUNCTION_GO_BUILD, hack/package.mk), which Go's build cache makes cheap. go vet compiles and
-# analyses the suite's dependencies once before the shards start, which would otherwise each do it
-# at once (a cold cache's concurrent compiles, one per shard, of the same ~500 packages); the shards
-# run with -vet=off (GO_TEST_VETTED, Makefile), and each still compiles the suite's own package and
-# links it.
+# analyses the suite's dependencies once before the shards start; hack/e2e-shards.sh then compiles
+# and links the suite once (-vet=off: GO_TEST_VETTED, Makefile) and runs its binary once per shard.
 # The CRDs come from module zips, located in the Go module cache (downloaded if missing):
 # provider-aws at the version the main go.mod requires, provider-kubernetes at the version
 # hack/tools.mk names, Crossplane's from its wrapper module. Crossplane's cluster holds no Flux
