@@ -13,8 +13,10 @@
 # function. -trimpath also keys a package from the module cache on its module and version, not its
 # folder, so a clone anywhere reuses the cache.
 export CGO_ENABLED := 0
-ifeq ($(filter -trimpath,$(GOFLAGS)),)
-export GOFLAGS := -trimpath $(GOFLAGS)
+# GOFLAGS keeps what the environment or `go env -w` set (an exported GOFLAGS hides go env's file).
+GO_ENV_FLAGS := $(shell go env GOFLAGS)
+ifeq ($(filter -trimpath,$(GO_ENV_FLAGS)),)
+export GOFLAGS := -trimpath $(GO_ENV_FLAGS)
 endif
 
 include hack/tools.mk
@@ -47,6 +49,10 @@ build: ## Build the function binary.
 generate: $(CONTROLLER_GEN) ## Regenerate deepcopy, the XRD and the input CRD from apis/.
 	CONTROLLER_GEN=$(CONTROLLER_GEN) go generate ./apis/...
 
+.PHONY: check-modules
+check-modules: ## Fail when the function's, the e2e suite's and the Flux tests' builds share a module at two versions (each would compile everything above it twice).
+	hack/check-module-versions.sh
+
 .PHONY: docs-test
 docs-test: ## Every relative link and anchor of the README and docs/, and every alert's runbook_url, resolves.
 	go run ./hack/linkcheck -repo https://github.com/do-now/function-karpenter/blob/main/ README.md docs examples/gitops/monitoring/prometheusrule.yaml
@@ -72,7 +78,7 @@ test-tools: ## Build every binary make test runs (cached by version), in two lan
 .PHONY: test
 test: ## Run every test.
 	@mkdir -p $(CACHE); $(MAKE) --no-print-directory test-tools > $(TEST_TOOLS_LOG) 2>&1 & tools=$$!; \
-	  $(MAKE) --no-print-directory check-generated docs-test unit; rc=$$?; \
+	  $(MAKE) --no-print-directory check-generated check-modules docs-test unit; rc=$$?; \
 	  echo "make test: waiting for the binaries (test-tools, $(TEST_TOOLS_LOG))"; \
 	  wait $$tools; built=$$?; cat $(TEST_TOOLS_LOG); [ $$rc -eq 0 ] && [ $$built -eq 0 ]
 	@$(MAKE) --no-print-directory render-test package-test flux-test e2e-test

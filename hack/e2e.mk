@@ -120,7 +120,7 @@ E2E_FUNCTION := $(CACHE)/e2e/function
 # The AWS behind the claimed clusters' access check Pods: internal/cluster's test binary, which
 # is a stand-in for the AWS CLI when it is called aws (internal/cluster/fakeaws_test.go).
 E2E_FAKE_AWS := $(CACHE)/e2e/fake-aws/aws
-# The suite runs as four go test processes at once (hack/e2e-shards.sh), each with a control
+# The suite runs as four processes of its test binary at once (hack/e2e-shards.sh), each with a control
 # plane of its own: the first three shards hold the tests named here, the last every other test
 # (TestRealProviderKubernetes, TestUnreadyDeletesNothing, TestLoad and the quick refusals). They
 # are balanced by the tests' times in docs/performance.md (a test that starts real claimed
@@ -132,7 +132,7 @@ E2E_FAKE_AWS := $(CACHE)/e2e/fake-aws/aws
 E2E_SHARDS := '^(TestFaults|TestDeletion|TestProviderErrorOnRole)$$' \
   '^(TestWalkToReady|TestAccessCheckFails)$$' \
   '^(TestTwoClusters|TestOutOfBandStatementNotKept|TestOneKarpenterPerCluster)$$'
-# A shard's go test timeout: the four shards took 33, 32, 35 and 37 minutes, warm
+# A shard's timeout (-test.timeout): the four shards took 33, 32, 35 and 37 minutes, warm
 # (docs/performance.md); room for a slow day.
 E2E_TIMEOUT ?= 75m
 # Parallel subtests (refusals, one API per cluster) wait on the control plane, not on a CPU:
