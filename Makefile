@@ -71,6 +71,12 @@ check-generated: generate ## Fail when the committed generated files differ from
 # seed corpora are, by the unit tests): fuzzing builds every package the targets import again,
 # instrumented: 10 minutes of a cold make test, beside a build, for 24 seconds of fuzzing (`make fuzz`).
 TEST_TOOLS_LOG = $(CACHE)/test-tools.log
+# Then the end-to-end suite runs, and beside it, at a lower CPU priority (nice), the render,
+# package and Flux tests: the suite's shards leave the cores idle about a seventh of their half
+# hour, waiting on Crossplane's and the providers' poll intervals, and those tests fill it (a
+# cold make test ran them alone, after the binaries, for 9 of its 78 minutes). Their output is
+# printed when they end.
+TEST_BESIDE_LOG = $(CACHE)/test-beside-e2e.log
 .PHONY: test-tools
 test-tools: ## Build every binary make test runs (cached by version), in two lanes at once.
 	$(call lanes,$(E2E_LANE_1) $(CROSSPLANE) $(PROMTOOL),$(E2E_LANE_2))
@@ -81,7 +87,11 @@ test: ## Run every test.
 	  $(MAKE) --no-print-directory check-generated check-modules docs-test unit; rc=$$?; \
 	  echo "make test: waiting for the binaries (test-tools, $(TEST_TOOLS_LOG))"; \
 	  wait $$tools; built=$$?; cat $(TEST_TOOLS_LOG); [ $$rc -eq 0 ] && [ $$built -eq 0 ]
-	@$(MAKE) --no-print-directory render-test package-test flux-test e2e-test
+	@{ nice -n 10 $(MAKE) --no-print-directory render-test package-test flux-test > $(TEST_BESIDE_LOG) 2>&1; rc=$$?; \
+	   echo "make test: render-test package-test flux-test ended, exit status $$rc:"; cat $(TEST_BESIDE_LOG); exit $$rc; } & \
+	  beside=$$!; $(MAKE) --no-print-directory e2e-test; rc=$$?; wait $$beside; others=$$?; \
+	  [ $$others -eq 0 ] || echo "make test: render-test, package-test or flux-test failed (above, and $(TEST_BESIDE_LOG))"; \
+	  [ $$rc -eq 0 ] && [ $$others -eq 0 ]
 
 # The final check's script calls curl, as its image has it; the unit tests and the e2e suite run
 # that script on this machine. Debian's curl is installed when it is missing.
