@@ -74,7 +74,7 @@ TEST_TOOLS_LOG = $(CACHE)/test-tools.log
 # Then the end-to-end suite runs, and beside it, at a lower CPU priority (nice), the render,
 # package and Flux tests: the suite's shards leave the cores idle about a seventh of their half
 # hour, waiting on Crossplane's and the providers' poll intervals, and those tests fill it (a
-# cold make test ran them alone, after the binaries, for 9 of its 78 minutes). Their output is
+# cold make test ran them alone, after the binaries, for 7 of its 78 minutes). Their output is
 # printed when they end.
 TEST_BESIDE_LOG = $(CACHE)/test-beside-e2e.log
 .PHONY: test-tools
