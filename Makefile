@@ -50,7 +50,7 @@ generate: $(CONTROLLER_GEN) ## Regenerate deepcopy, the XRD and the input CRD fr
 	CONTROLLER_GEN=$(CONTROLLER_GEN) go generate ./apis/...
 
 .PHONY: check-modules
-check-modules: ## Fail when the function's, the e2e suite's and the Flux tests' builds share a module at two versions (each would compile everything above it twice).
+check-modules: ## Fail when two of the project's Go modules (the function, e2e, test/flux, test/package, tools/xpkg) build one module at two versions (each would compile everything above it twice).
 	hack/check-module-versions.sh
 
 .PHONY: docs-test
@@ -72,8 +72,8 @@ check-generated: generate ## Fail when the committed generated files differ from
 # instrumented: 10 minutes of a cold make test, beside a build, for 24 seconds of fuzzing (`make fuzz`).
 TEST_TOOLS_LOG = $(CACHE)/test-tools.log
 # Then the end-to-end suite runs, and beside it, at a lower CPU priority (nice), the render,
-# package and Flux tests: the suite's shards leave the cores idle about a seventh of their half
-# hour, waiting on Crossplane's and the providers' poll intervals, and those tests fill it (a
+# package and Flux tests: the suite's shards spend their half hour mostly waiting on Crossplane's
+# and the providers' poll intervals, and leave the cores idle part of it, which those tests fill (a
 # cold make test ran them alone, after the binaries, for 7 of its 78 minutes). Their output is
 # printed when they end.
 TEST_BESIDE_LOG = $(CACHE)/test-beside-e2e.log

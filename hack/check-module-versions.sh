@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# hack/check-module-versions.sh: the function's module, the end-to-end suite's and the Flux
-# tests' build many of the same modules (Kubernetes' libraries, golang.org/x, grpc, the providers'
-# types). Go's build cache reuses a compiled package only when every package below it is the same
-# source (go1.26.8 src/cmd/go/internal/work/exec.go, buildActionID hashes each import's build ID),
-# so one module at two versions compiles everything above it twice, in a cold make test several
-# minutes. This fails when a module built by two of them is at two versions, and says which: raise
-# the lower module's requirement (go get MODULE@VERSION, then go mod tidy there and in e2e/).
+# hack/check-module-versions.sh: the function's module, the end-to-end suite's, the Flux
+# tests', the package tests' and the package tool's build many of the same modules (Kubernetes'
+# libraries, golang.org/x, grpc, the providers' types). Go's build cache reuses a compiled
+# package only when every package below it is the same source (go1.26.8
+# src/cmd/go/internal/work/exec.go, buildActionID hashes each import's build ID), so one module
+# at two versions compiles everything above it twice, in a cold make test several minutes. This
+# fails when a module built by two of them is at two versions, and says which: raise the lower
+# module's requirement (go get MODULE@VERSION, then go mod tidy there and in e2e/).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,6 +27,8 @@ allowed='^github.com/google/cel-go$'
 	deps . ./...
 	deps e2e -tags e2e ./...
 	deps test/flux ./...
+	deps test/package ./...
+	deps tools/xpkg ./...
 } | sort -u | awk -v allowed="$allowed" '
 	{ versions[$1] = versions[$1] " " $2; n[$1]++ }
 	END {
