@@ -6,7 +6,7 @@
 .DEFAULT_GOAL := render
 
 # One set of build flags for every go command make runs (vet, test, run, generate and the tools'
-# builds), the flags the function ships with (hack/package.mk): Go's build cache keys a compiled
+# builds), the flags the function ships with: Go's build cache keys a compiled
 # package on -trimpath and, through the cgo build tag, on CGO_ENABLED (go1.26.8
 # src/cmd/go/internal/work/exec.go, buildActionID). With two sets, the function's dependencies and
 # the standard library compiled once for the tests and again for the package and the suite's
@@ -14,10 +14,8 @@
 # folder, so a clone anywhere reuses the cache.
 export CGO_ENABLED := 0
 # GOFLAGS keeps what the environment or `go env -w` set (an exported GOFLAGS hides go env's file).
-GO_ENV_FLAGS := $(shell go env GOFLAGS)
-ifeq ($(filter -trimpath,$(GO_ENV_FLAGS)),)
-export GOFLAGS := -trimpath $(GO_ENV_FLAGS)
-endif
+# The recipes below and in hack/ rely on these two and do not repeat them.
+export GOFLAGS := -trimpath $(filter-out -trimpath,$(shell go env GOFLAGS))
 
 include hack/tools.mk
 include hack/package.mk
@@ -26,10 +24,10 @@ include hack/e2e.mk
 OUTPUT := $(CURDIR)/_output
 GO_TEST_FLAGS ?= -count=1
 # Each go test of make test runs after a go vet of the same packages (unit's covers the e2e
-# stand-in for AWS), so it runs with -vet=off: go vet runs every analyzer go test runs (and more), and Go caches the facts vet
-# computes about each dependency under the set of analyzers asked for (go1.26.8
-# src/cmd/go/internal/work/exec.go, "vetflags"). With both, a cold run analysed every
-# dependency twice, and the end-to-end suite's once more per shard.
+# stand-in for AWS), so it runs with -vet=off: go vet runs every analyzer go test runs (and
+# more), and Go caches the facts vet computes about each dependency under the set of analyzers
+# asked for (go1.26.8 src/cmd/go/internal/work/exec.go, "vetflags"). With both, a cold run
+# analysed every dependency twice.
 GO_TEST_VETTED := -vet=off
 
 # Environment the render tests read.
@@ -43,7 +41,7 @@ render: $(CROSSPLANE) ## Render examples/xr.yaml through every step into _output
 
 .PHONY: build
 build: ## Build the function binary.
-	CGO_ENABLED=0 go build -o $(OUTPUT)/function ./fn
+	go build -o $(OUTPUT)/function ./fn
 
 .PHONY: generate
 generate: $(CONTROLLER_GEN) ## Regenerate deepcopy, the XRD and the input CRD from apis/.

@@ -33,7 +33,8 @@ done
 
 # GO_TEST_ARGS split: the test binary's flags (the test flags this Makefile and its users pass;
 # -v, -failfast and -short take no value unless written -flag=value) and go test's own. go test
-# always passes -test.paniconexit0 (a test calling os.Exit(0) fails); so does this.
+# always passes -test.paniconexit0 (a test calling os.Exit(0) fails: go1.26.8
+# src/cmd/go/internal/test/test.go, panicArg); so does this.
 build=()
 run=(-test.paniconexit0)
 while [ $# -gt 0 ]; do

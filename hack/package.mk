@@ -22,10 +22,11 @@
 
 PACKAGE_MK_SAVED_DEFAULT_GOAL := $(.DEFAULT_GOAL)
 
-# How the function's binary is built for its runtime image: static, no local paths, stripped. The
+# How the function's binary is built for its runtime image: static and without local paths (the
+# Makefile's CGO_ENABLED=0 and -trimpath, which every go command it runs uses), stripped. The
 # end-to-end suite runs a binary built the same way (hack/e2e.mk), so it tests what ships, and its
 # build reuses the packages this one compiled.
-FUNCTION_GO_BUILD := CGO_ENABLED=0 go build -trimpath -ldflags '-s -w'
+FUNCTION_GO_BUILD := go build -ldflags '-s -w'
 
 # The one source of truth for the release version: crossplane.yaml's function dependency and
 # examples/functions.yaml must carry it too (test/package checks they agree).

@@ -37,14 +37,15 @@ PROMTOOL_MODULE := github.com/prometheus/prometheus
 # Builds PACKAGE from the wrapper module in DIR (relative to the repository): checks the wrapper
 # pins VERSION (MAKEFILE names where VERSION is set), prints how long the build took, builds into
 # a temporary file and renames it, so an interrupted build never leaves a half-written binary that
-# make would take as up to date. hack/e2e.mk's e2e-build calls it too.
+# make would take as up to date. hack/e2e.mk's e2e-build calls it too. It builds static and without
+# local paths, as every go command the Makefile runs (CGO_ENABLED, GOFLAGS there).
 define go-build-in
 	@mkdir -p $(@D)
 	@got=$$(cd $(CURDIR)/$(1) && go list -m -f '{{.Version}}' $(2)) && \
 	  if [ "$$got" != "$(3)" ]; then \
 	    echo "$(1)/go.mod pins $(2) $$got, $(7) expects $(3)" >&2; exit 1; fi
 	@echo "$(1): go build $(4)"; start=$$(date +%s); \
-	  cd $(CURDIR)/$(1) && CGO_ENABLED=0 go build -trimpath -buildvcs=false -tags '$(6)' -ldflags '-s -w $(5)' -o $@.tmp $(4) && \
+	  cd $(CURDIR)/$(1) && go build -buildvcs=false -tags '$(6)' -ldflags '-s -w $(5)' -o $@.tmp $(4) && \
 	  echo "$(1): $(@F) built in $$(( $$(date +%s) - start )) s"
 	@mv -f $@.tmp $@
 endef
