@@ -13,9 +13,14 @@
 # function. -trimpath also keys a package from the module cache on its module and version, not its
 # folder, so a clone anywhere reuses the cache.
 export CGO_ENABLED := 0
+# -gcflags=all=-dwarf=false: the compiler writes no DWARF (go1.26.8 src/cmd/compile/internal/base/
+# flag.go, Flag.Dwarf, "generate DWARF symbols"). The function and the tools are linked with -s -w,
+# which drops it anyway; the tests need none: stack traces and pprof read the pcln table (go1.26.8
+# src/runtime/symtab.go). Building ./fn into an empty cache took 214 s with DWARF and 185 s without
+# (docs/performance.md). A debugger needs DWARF: build outside make for one.
 # GOFLAGS keeps what the environment or `go env -w` set (an exported GOFLAGS hides go env's file).
-# The recipes below and in hack/ rely on these two and do not repeat them.
-export GOFLAGS := -trimpath $(filter-out -trimpath,$(shell go env GOFLAGS))
+# The recipes below and in hack/ rely on these and do not repeat them.
+export GOFLAGS := -trimpath -gcflags=all=-dwarf=false $(filter-out -trimpath,$(shell go env GOFLAGS))
 
 include hack/tools.mk
 include hack/package.mk
