@@ -80,6 +80,11 @@ TEST_TOOLS_LOG = $(CACHE)/test-tools.log
 # cold make test ran them alone, after the binaries, for 7 of its 78 minutes). Their output is
 # printed when they end.
 TEST_BESIDE_LOG = $(CACHE)/test-beside-e2e.log
+# The render, package and Flux tests' timeout (-timeout): go test's default, 10 minutes, is too
+# short beside the suite, which leaves them a small share of the cores. Cold, the render tests
+# take about 2 minutes alone (docs/performance.md); beside the suite they were stopped at 10. The
+# package tests, cold, build the function for two platforms besides.
+TEST_TIMEOUT ?= 40m
 .PHONY: test-tools
 test-tools: ## Build every binary make test runs (cached by version), in two lanes at once.
 	$(call lanes,$(E2E_LANE_1) $(CROSSPLANE) $(PROMTOOL),$(E2E_LANE_2))
@@ -122,11 +127,11 @@ fuzz: ## Each fuzz target for its budget of inputs, from the committed seed corp
 .PHONY: render-test
 render-test: $(CROSSPLANE) $(CROSSPLANE_VALIDATE_SEED) provider-aws-crds provider-kubernetes-crds flux-crds k8s-schemas ## Golden crossplane render per step, validated.
 	go vet -tags render ./test/render/...
-	$(RENDER_ENV) go test $(GO_TEST_VETTED) $(GO_TEST_FLAGS) -tags render ./test/render/...
+	$(RENDER_ENV) go test $(GO_TEST_VETTED) $(GO_TEST_FLAGS) -timeout $(TEST_TIMEOUT) -tags render ./test/render/...
 
 .PHONY: flux-test
 flux-test: $(PROMTOOL) ## What Flux would apply: kustomize build + Karpenter and prometheus-operator CRD validation (CEL included), the chart rendered with the values, the alert rules through promtool, every metric read from Karpenter's sources.
-	cd test/flux && go vet ./... && PROMTOOL=$(PROMTOOL) go test $(GO_TEST_VETTED) $(GO_TEST_FLAGS) ./...
+	cd test/flux && go vet ./... && PROMTOOL=$(PROMTOOL) go test $(GO_TEST_VETTED) $(GO_TEST_FLAGS) -timeout $(TEST_TIMEOUT) ./...
 
 .PHONY: update-golden
 update-golden: $(CROSSPLANE) $(CROSSPLANE_VALIDATE_SEED) provider-aws-crds provider-kubernetes-crds flux-crds k8s-schemas ## Rewrite fixtures and golden render output.
