@@ -728,9 +728,20 @@ func testAccessCheckFails(t *testing.T, c *karpenter, claimed *claimedCluster, r
 		t.Errorf("%s: %s, want it waiting for %s", steps[2].condition, cond["message"], accessCheck)
 	}
 	t.Logf("%s: %s after %.1fs", steps[2].condition, cond["message"], time.Since(start).Seconds())
-	// The failure as the condition words it, after the resources it still waits on (the final
-	// check's Deployment may turn Ready meanwhile).
-	failure := func(m string) string { return m[max(strings.Index(m, accessCheck+": Pod failed"), 0):] }
+	// The failure as the condition words it: the access check's detail alone, without the list of
+	// what it still waits on or the other resources' details after it ("waiting for A, B to
+	// become Ready; A: ...; B: ..."), as the final check's Deployment or RBAC may turn Ready
+	// meanwhile (a cold make test saw final-check-rbac's detail go between two reads).
+	failure := func(m string) string {
+		f := m[max(strings.Index(m, accessCheck+": Pod failed"), 0):]
+		waiting, _, _ := strings.Cut(m, " to become Ready")
+		for _, name := range strings.Split(strings.TrimPrefix(waiting, "waiting for "), ", ") {
+			if i := strings.Index(f, "; "+name+": "); name != accessCheck && i >= 0 {
+				f = f[:i]
+			}
+		}
+		return f
+	}
 	firstFailure := failure(cond["message"].(string))
 
 	resources, _ := c.composed()
