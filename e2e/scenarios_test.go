@@ -60,6 +60,24 @@ func pendingIn(message string) []string {
 	return strings.Split(list, ", ")
 }
 
+// problemsOf is what a step condition says of one resource it waits on: its problems, from its
+// first "name: problem" to the next resource's. The condition names what the step waits on, then
+// each one's problems as "name: problem", joined by "; " (internal/sequence/gate.go). Empty when
+// it says nothing of name.
+func problemsOf(message, name string) string {
+	i := strings.Index(message, "; "+name+": ")
+	if i < 0 {
+		return ""
+	}
+	problems := message[i+len("; "):]
+	for _, other := range pendingIn(message) {
+		if j := strings.Index(problems, "; "+other+": "); other != name && j >= 0 {
+			problems = problems[:j]
+		}
+	}
+	return problems
+}
+
 // Scenario 1: a request in tenant namespace team-a, through each API, walks from nothing to
 // Ready. Each step's resources appear only once every resource of the steps before it is Ready;
 // while the last resource of a step is not Ready the function has observably seen the rest Ready
@@ -723,25 +741,13 @@ func testAccessCheckFails(t *testing.T, c *karpenter, claimed *claimedCluster, r
 	cond := shows(first)
 	// The final check's Deployment may still be on its way too, under the suite's four shards
 	// ("waiting for access-check, final-check to become Ready" in one run).
-	if waiting, _, _ := strings.Cut(cond["message"].(string), " to become Ready"); !slices.Contains(
-		strings.Split(strings.TrimPrefix(waiting, "waiting for "), ", "), accessCheck) {
+	if !slices.Contains(pendingIn(cond["message"].(string)), accessCheck) {
 		t.Errorf("%s: %s, want it waiting for %s", steps[2].condition, cond["message"], accessCheck)
 	}
 	t.Logf("%s: %s after %.1fs", steps[2].condition, cond["message"], time.Since(start).Seconds())
-	// The failure as the condition words it: the access check's detail alone, without the list of
-	// what it still waits on or the other resources' details after it ("waiting for A, B to
-	// become Ready; A: ...; B: ..."), as the final check's Deployment or RBAC may turn Ready
-	// meanwhile (a cold make test saw final-check-rbac's detail go between two reads).
-	failure := func(m string) string {
-		f := m[max(strings.Index(m, accessCheck+": Pod failed"), 0):]
-		waiting, _, _ := strings.Cut(m, " to become Ready")
-		for _, name := range strings.Split(strings.TrimPrefix(waiting, "waiting for "), ", ") {
-			if i := strings.Index(f, "; "+name+": "); name != accessCheck && i >= 0 {
-				f = f[:i]
-			}
-		}
-		return f
-	}
+	// The failure as the condition words it: the access check's problems alone, as the final
+	// check's Deployment or RBAC may turn Ready between two reads and their problems go.
+	failure := func(m string) string { return problemsOf(m, accessCheck) }
 	firstFailure := failure(cond["message"].(string))
 
 	resources, _ := c.composed()
@@ -1334,6 +1340,32 @@ func checkSurvived(t *testing.T, when string, before, after map[string]*unstruct
 			t.Errorf("%s was re-created %s", n, when)
 		case a.GetDeletionTimestamp() != nil:
 			t.Errorf("%s is being deleted %s", n, when)
+		}
+	}
+}
+
+// TestProblemsOf holds problemsOf to two reads of one step condition in a cold make test
+// (2026-12-05, TestAccessCheckFails/claim, 40 s apart): the final check's RBAC's problem went
+// between them, the access check's stayed.
+func TestProblemsOf(t *testing.T) {
+	const queue = "access-check: Pod failed (exit 11, Error): interruption-queue: An error occurred (AccessDenied) " +
+		"when calling the GetQueueUrl operation: User: arn:aws:sts::111122223333:assumed-role/prod-eu-karpenter/eks-prod-eu-karpe-0123 " +
+		"is not authorized to perform: sqs:getqueueurl on resource: arn:aws:sqs:eu-west-3:111122223333:prod-eu-karpenter " +
+		"because no identity-based policy allows the sqs:getqueueurl action"
+	for _, tc := range []struct{ name, message, want string }{
+		{"with another resource's problem after it",
+			"waiting for access-check, final-check-rbac to become Ready; " + queue + "; final-check-rbac: the claimed cluster reports nothing of it yet",
+			queue},
+		{"alone", "waiting for access-check to become Ready; " + queue, queue},
+		{"two problems of its own, another resource's after them",
+			"waiting for access-check, final-check to become Ready; access-check: Synced=False (ReconcileError): x; access-check: y; final-check: z",
+			"access-check: Synced=False (ReconcileError): x; access-check: y"},
+		{"another resource's problem before it",
+			"waiting for access-check, final-check to become Ready; final-check: z; " + queue, queue},
+		{"nothing said of it", "waiting for final-check to become Ready; final-check: z", ""},
+	} {
+		if got := problemsOf(tc.message, accessCheck); got != tc.want {
+			t.Errorf("%s: problemsOf(%q) = %q, want %q", tc.name, tc.message, got, tc.want)
 		}
 	}
 }
