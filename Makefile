@@ -15,9 +15,11 @@
 export CGO_ENABLED := 0
 # -gcflags=all=-dwarf=false: the compiler writes no DWARF (go1.26.8 src/cmd/compile/internal/base/
 # flag.go, Flag.Dwarf, "generate DWARF symbols"). The function and the tools are linked with -s -w,
-# which drops it anyway; the tests need none: stack traces and pprof read the pcln table (go1.26.8
-# src/runtime/symtab.go). Building ./fn into an empty cache took 214 s with DWARF and 185 s without
-# (docs/performance.md). A debugger needs DWARF: build outside make for one.
+# and -w drops it anyway (src/cmd/link/internal/ld/main.go, "disable DWARF generation"); the tests
+# need none: stack traces and runtime/pprof's symbols come from the pcln table (src/runtime/
+# symtab.go, CallersFrames; src/runtime/pprof/proto.go). Building ./fn into an empty cache took
+# 214 s with DWARF and 185 s without (docs/performance.md). A debugger needs DWARF: build outside
+# make for one.
 # GOFLAGS keeps what the environment or `go env -w` set (an exported GOFLAGS hides go env's file).
 # The recipes below and in hack/ rely on these and do not repeat them.
 export GOFLAGS := -trimpath -gcflags=all=-dwarf=false $(filter-out -trimpath,$(shell go env GOFLAGS))
@@ -83,7 +85,9 @@ TEST_BESIDE_LOG = $(CACHE)/test-beside-e2e.log
 # The render, package and Flux tests' timeout (-timeout): go test's default, 10 minutes, is too
 # short beside the suite, which leaves them a small share of the cores. Cold, the render tests
 # take about 2 minutes alone (docs/performance.md); beside the suite they were stopped at 10. The
-# package tests, cold, build the function for two platforms besides.
+# package tests, cold, build the function for two platforms besides. It comes before
+# GO_TEST_FLAGS, so a -timeout there wins (a flag given twice is set twice: go1.26.8
+# src/flag/flag.go, durationValue.Set).
 TEST_TIMEOUT ?= 40m
 .PHONY: test-tools
 test-tools: ## Build every binary make test runs (cached by version), in two lanes at once.
@@ -127,11 +131,11 @@ fuzz: ## Each fuzz target for its budget of inputs, from the committed seed corp
 .PHONY: render-test
 render-test: $(CROSSPLANE) $(CROSSPLANE_VALIDATE_SEED) provider-aws-crds provider-kubernetes-crds flux-crds k8s-schemas ## Golden crossplane render per step, validated.
 	go vet -tags render ./test/render/...
-	$(RENDER_ENV) go test $(GO_TEST_VETTED) $(GO_TEST_FLAGS) -timeout $(TEST_TIMEOUT) -tags render ./test/render/...
+	$(RENDER_ENV) go test $(GO_TEST_VETTED) -timeout $(TEST_TIMEOUT) $(GO_TEST_FLAGS) -tags render ./test/render/...
 
 .PHONY: flux-test
 flux-test: $(PROMTOOL) ## What Flux would apply: kustomize build + Karpenter and prometheus-operator CRD validation (CEL included), the chart rendered with the values, the alert rules through promtool, every metric read from Karpenter's sources.
-	cd test/flux && go vet ./... && PROMTOOL=$(PROMTOOL) go test $(GO_TEST_VETTED) $(GO_TEST_FLAGS) -timeout $(TEST_TIMEOUT) ./...
+	cd test/flux && go vet ./... && PROMTOOL=$(PROMTOOL) go test $(GO_TEST_VETTED) -timeout $(TEST_TIMEOUT) $(GO_TEST_FLAGS) ./...
 
 .PHONY: update-golden
 update-golden: $(CROSSPLANE) $(CROSSPLANE_VALIDATE_SEED) provider-aws-crds provider-kubernetes-crds flux-crds k8s-schemas ## Rewrite fixtures and golden render output.
