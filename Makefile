@@ -55,7 +55,7 @@ generate: $(CONTROLLER_GEN) ## Regenerate deepcopy, the XRD and the input CRD fr
 	CONTROLLER_GEN=$(CONTROLLER_GEN) go generate ./apis/...
 
 .PHONY: check-modules
-check-modules: ## Fail when two of the project's Go modules (the function, e2e, test/flux, test/package, tools/xpkg) build one module at two versions (each would compile everything above it twice).
+check-modules: ## Fail when two of the project's Go modules (the function, e2e, test/flux, test/package, tools/xpkg, and the wrappers of the Crossplane CLI, core and controller-gen) build one module at two versions (each would compile everything above it twice).
 	hack/check-module-versions.sh
 
 .PHONY: docs-test

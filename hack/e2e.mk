@@ -69,35 +69,35 @@ E2E_KUBE_LDFLAGS := -X k8s.io/component-base/version.gitVersion=$(E2E_KUBERNETES
 # e2e/tools/WRAPPER_DIR (go-build-in, hack/tools.mk).
 e2e-build = $(call go-build-in,e2e/tools/$(1),$(2),$(3),$(4),$(5),,hack/e2e.mk)
 
-$(E2E_ETCD):
+$(E2E_ETCD): $(call wrapper,$(E2E_TOOLS_DIR)/etcd)
 	$(call e2e-build,etcd,go.etcd.io/etcd/server/v3,$(E2E_ETCD_VERSION),.)
 
-$(E2E_KUBE_APISERVER):
+$(E2E_KUBE_APISERVER): $(call wrapper,$(E2E_TOOLS_DIR)/kubernetes)
 	$(call e2e-build,kubernetes,k8s.io/kubernetes,$(E2E_KUBERNETES_VERSION),k8s.io/kubernetes/cmd/kube-apiserver,$(E2E_KUBE_LDFLAGS))
 
-$(E2E_KUBE_CONTROLLER_MANAGER):
+$(E2E_KUBE_CONTROLLER_MANAGER): $(call wrapper,$(E2E_TOOLS_DIR)/kubernetes)
 	$(call e2e-build,kubernetes,k8s.io/kubernetes,$(E2E_KUBERNETES_VERSION),k8s.io/kubernetes/cmd/kube-controller-manager,$(E2E_KUBE_LDFLAGS))
 
-$(E2E_KUBE_SCHEDULER):
+$(E2E_KUBE_SCHEDULER): $(call wrapper,$(E2E_TOOLS_DIR)/kubernetes)
 	$(call e2e-build,kubernetes,k8s.io/kubernetes,$(E2E_KUBERNETES_VERSION),k8s.io/kubernetes/cmd/kube-scheduler,$(E2E_KUBE_LDFLAGS))
 
 # provider-kubernetes, Flux's three controllers and kwok: one wrapper module (its tools.go says why).
-$(E2E_KWOK):
+$(E2E_KWOK): $(call wrapper,$(E2E_TOOLS_DIR)/controllers)
 	$(call e2e-build,controllers,sigs.k8s.io/kwok,$(E2E_KWOK_VERSION),sigs.k8s.io/kwok/cmd/kwok)
 
-$(E2E_CROSSPLANE):
+$(E2E_CROSSPLANE): $(call wrapper,$(E2E_TOOLS_DIR)/crossplane)
 	$(call e2e-build,crossplane,github.com/crossplane/crossplane/v2,$(E2E_CROSSPLANE_VERSION),github.com/crossplane/crossplane/v2/cmd/crossplane,-X github.com/crossplane/crossplane/v2/internal/version.version=$(E2E_CROSSPLANE_VERSION))
 
-$(E2E_PROVIDER_KUBERNETES):
+$(E2E_PROVIDER_KUBERNETES): $(call wrapper,$(E2E_TOOLS_DIR)/controllers)
 	$(call e2e-build,controllers,github.com/crossplane-contrib/provider-kubernetes,$(E2E_PROVIDER_KUBERNETES_VERSION),github.com/crossplane-contrib/provider-kubernetes/cmd/provider)
 
-$(E2E_SOURCE_CONTROLLER):
+$(E2E_SOURCE_CONTROLLER): $(call wrapper,$(E2E_TOOLS_DIR)/controllers)
 	$(call e2e-build,controllers,github.com/fluxcd/source-controller,$(E2E_FLUX_SOURCE_VERSION),github.com/fluxcd/source-controller)
 
-$(E2E_KUSTOMIZE_CONTROLLER):
+$(E2E_KUSTOMIZE_CONTROLLER): $(call wrapper,$(E2E_TOOLS_DIR)/controllers)
 	$(call e2e-build,controllers,github.com/fluxcd/kustomize-controller,$(E2E_FLUX_KUSTOMIZE_VERSION),github.com/fluxcd/kustomize-controller)
 
-$(E2E_HELM_CONTROLLER):
+$(E2E_HELM_CONTROLLER): $(call wrapper,$(E2E_TOOLS_DIR)/controllers)
 	$(call e2e-build,controllers,github.com/fluxcd/helm-controller,$(E2E_FLUX_HELM_VERSION),github.com/fluxcd/helm-controller)
 
 .PHONY: e2e-tools

@@ -50,20 +50,25 @@ define go-build-in
 	@mv -f $@.tmp $@
 endef
 
+# $(call wrapper,DIR): the files of the wrapper module in DIR that decide what it builds (go.mod, go.sum,
+# its Go files). Each binary depends on them: a cached binary's name holds the tool's version only,
+# and a raised dependency in the wrapper's go.mod must rebuild it.
+wrapper = $(wildcard $(1)/go.mod $(1)/go.sum $(1)/*.go)
+
 # $(call build-tool,WRAPPER_DIR,MODULE,VERSION,PACKAGE[,LDFLAGS[,TAGS]]): a tool from tools/WRAPPER_DIR.
 build-tool = $(call go-build-in,tools/$(1),$(2),$(3),$(4),$(5),$(6),hack/tools.mk)
 
-$(CROSSPLANE):
+$(CROSSPLANE): $(call wrapper,$(TOOLS_DIR)/crossplane)
 	$(call build-tool,crossplane,$(CROSSPLANE_MODULE),$(CROSSPLANE_VERSION),$(CROSSPLANE_MODULE)/cmd/crank,-X $(CROSSPLANE_MODULE)/internal/version.version=$(CROSSPLANE_VERSION))
 
-$(CONTROLLER_GEN):
+$(CONTROLLER_GEN): $(call wrapper,$(TOOLS_DIR)/controller-gen)
 	$(call build-tool,controller-gen,$(CONTROLLER_GEN_MODULE),$(CONTROLLER_GEN_VERSION),$(CONTROLLER_GEN_MODULE)/cmd/controller-gen)
 
-$(CRANE):
+$(CRANE): $(call wrapper,$(TOOLS_DIR)/crane)
 	$(call build-tool,crane,$(CRANE_MODULE),$(CRANE_VERSION),$(CRANE_MODULE)/cmd/crane)
 
 # promtool checks and unit-tests the alert rules (test/flux).
-$(PROMTOOL):
+$(PROMTOOL): $(call wrapper,$(TOOLS_DIR)/promtool)
 	$(call build-tool,promtool,$(PROMTOOL_MODULE),$(PROMTOOL_VERSION),$(PROMTOOL_MODULE)/cmd/promtool,-X github.com/prometheus/common/version.Version=3.16.0,remove_all_sd)
 
 .PHONY: tools
