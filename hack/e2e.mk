@@ -47,8 +47,10 @@ E2E_HELM_CONTROLLER := $(E2E_BIN)/helm-controller-$(E2E_FLUX_HELM_VERSION)
 # links. The builds that share packages run one after the other in one lane, where the first leaves
 # its packages in Go's build cache for the next: Kubernetes' three components (one wrapper), and
 # the five controllers of e2e/tools/controllers (one wrapper, whose tools.go says why). The two
-# lanes share almost nothing: the Kubernetes wrapper, etcd's and Crossplane's each require their
-# own versions of Kubernetes' libraries and of the rest (their go.mod). Cold times per binary:
+# lanes share almost nothing: Kubernetes' and etcd's wrappers build the versions their releases
+# pin, the controllers' wrapper Kubernetes' v0.36 libraries. Crossplane core, last in lane 2, and
+# the CLI, late in lane 1, build the versions the function's module does (make check-modules), so
+# they find most of their packages compiled by the unit tests. Cold times per binary:
 # docs/performance.md, "A cold make test".
 E2E_LANE_1 := $(E2E_KUBE_APISERVER) $(E2E_KUBE_CONTROLLER_MANAGER) $(E2E_KUBE_SCHEDULER) $(E2E_ETCD)
 E2E_LANE_2 := $(E2E_PROVIDER_KUBERNETES) $(E2E_KUSTOMIZE_CONTROLLER) $(E2E_HELM_CONTROLLER) $(E2E_SOURCE_CONTROLLER) \
