@@ -5,8 +5,9 @@
 # provider-kubernetes and Flux's source-, kustomize- and helm-controller are built
 # from the Go module proxy through wrapper modules under e2e/tools/<name>/ (go.mod and go.sum
 # committed, never tidied here: `go build` runs with -mod=readonly and fails loudly if a sum is
-# missing). Binaries are cached under $(E2E_BIN) with the version in their name and rebuilt only
-# when missing: after bumping a version in a wrapper's go.mod, bump the matching *_VERSION below
+# missing). Binaries are cached under $(E2E_BIN) with the version in their name and rebuilt when
+# missing or older than their wrapper's files (wrapper, hack/tools.mk): after bumping a version in
+# a wrapper's go.mod, bump the matching *_VERSION below
 # too (the recipe refuses to build a binary whose name disagrees with the wrapper's go.mod).
 
 # This fragment defines file targets; keep whatever default goal the including Makefile has.

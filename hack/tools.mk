@@ -2,8 +2,9 @@
 #
 # Each tool is built from a small wrapper module under tools/<name>/ whose go.mod and go.sum pin
 # it (never tidied in CI: `go build` runs with -mod=readonly and fails loudly if a sum is missing).
-# Binaries are cached under $(TOOLS_BIN) with the version in their name, and are rebuilt only when
-# missing: after bumping a version in tools/<name>/go.mod, bump the matching *_VERSION below too
+# Binaries are cached under $(TOOLS_BIN) with the version in their name, and are rebuilt when
+# missing or older than their wrapper's files (wrapper, below): after bumping a version in
+# tools/<name>/go.mod, bump the matching *_VERSION below too
 # (the recipe refuses to build a binary whose name disagrees with the wrapper's go.mod).
 #
 # Everything comes from the Go module proxy; nothing else on the network is needed, and
