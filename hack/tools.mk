@@ -52,9 +52,10 @@ define go-build-in
 endef
 
 # $(call wrapper,DIR): the files of the wrapper module in DIR that decide what it builds (go.mod, go.sum,
-# its Go files). Each binary depends on them: a cached binary's name holds the tool's version only,
-# and a raised dependency in the wrapper's go.mod must rebuild it.
-wrapper = $(wildcard $(1)/go.mod $(1)/go.sum $(1)/*.go)
+# its Go files, and those of a module it replaces from a folder of its own, such as
+# e2e/tools/controllers/nebius-gosdk-standin). Each binary depends on them: a cached binary's name
+# holds the tool's version only, and a raised dependency in the wrapper's go.mod must rebuild it.
+wrapper = $(shell find $(1) -type f \( -name go.mod -o -name go.sum -o -name '*.go' \))
 
 # $(call build-tool,WRAPPER_DIR,MODULE,VERSION,PACKAGE[,LDFLAGS[,TAGS]]): a tool from tools/WRAPPER_DIR.
 build-tool = $(call go-build-in,tools/$(1),$(2),$(3),$(4),$(5),$(6),hack/tools.mk)
