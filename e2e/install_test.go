@@ -264,11 +264,15 @@ func (c *controlPlane) startCrossplane(ctx context.Context) error {
 		return err
 	}
 	metrics, health, webhook := ports[0], ports[1], ports[2]
+	args := []string{"--debug", "core", "start",
+		"--enable-webhooks=true", "--webhook-port=" + strconv.Itoa(webhook), "--package-runtime=External",
+		"--xpkg-cache-dir=" + filepath.Join(c.dir, "xpkg-cache"),
+		"--metrics-port=" + strconv.Itoa(metrics), "--health-probe-port=" + strconv.Itoa(health)}
+	// E2E_CROSSPLANE_FLAGS (make's CROSSPLANE_FLAGS): more flags for core start, a platform's
+	// settings under load (docs/platform.md#many-claims-on-one-control-plane).
+	args = append(args, strings.Fields(os.Getenv("E2E_CROSSPLANE_FLAGS"))...)
 	p, err := startProc(c.logDir, "crossplane", append(env, "TLS_CLIENT_CERTS_DIR="+clientDir, "TLS_SERVER_CERTS_DIR="+serverDir),
-		c.bins.crossplane, "--debug", "core", "start",
-		"--enable-webhooks=true", "--webhook-port="+strconv.Itoa(webhook), "--package-runtime=External",
-		"--xpkg-cache-dir="+filepath.Join(c.dir, "xpkg-cache"),
-		"--metrics-port="+strconv.Itoa(metrics), "--health-probe-port="+strconv.Itoa(health))
+		c.bins.crossplane, args...)
 	if err != nil {
 		return err
 	}

@@ -44,6 +44,8 @@ func TestLoad(t *testing.T) {
 	fake.readyByDefault.Store(true)
 	t.Cleanup(func() { fake.readyByDefault.Store(false) })
 	fn, core := cp.process(t, "function"), cp.process(t, "crossplane")
+	flags := cmp.Or(os.Getenv("E2E_CROSSPLANE_FLAGS"), "none (its defaults)")
+	fmt.Printf("load: %d claims; Crossplane core's flags beyond the suite's: %s\n", n, flags)
 
 	before := scrapeCrossplane(t)
 	fnCPU, coreCPU := fn.cpu(t), core.cpu(t)

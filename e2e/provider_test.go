@@ -248,6 +248,7 @@ func (f *fakeProvider) run(ctx context.Context) {
 		present := map[types.UID]bool{}
 		complete := true
 		configs := providerConfigs{}
+		var writes []func()
 		for i, k := range composedKinds {
 			items, ok := cached(caches[i])
 			if !ok {
@@ -267,36 +268,12 @@ func (f *fakeProvider) run(ctx context.Context) {
 				if k.kind == "Object" && f.realObjects.Load() {
 					continue
 				}
-				if k.finalizer != "" {
-					f.reconcileFinalizer(ctx, k, u)
-				}
-				w, ok := f.wantFor(u)
-				if !ok && k.kind == "Object" && observeOnly(u) {
-					// Nothing for the test to decide: the provider reads whatever the claimed
-					// cluster holds, an empty pool unless the test says otherwise.
-					w, ok = want{state: ready}, true
-				}
-				if !ok || u.GetDeletionTimestamp() != nil {
-					continue
-				}
-				switch {
-				case k.configs == "":
-					// A Usage: Crossplane makes it Ready, no provider reports on it.
-				case k.kind == "Object":
-					nodes := siblings[composerOf(u).String()+"/"+nodesKustomization]
-					_ = f.updateStatus(ctx, k, u, f.objectStatus(f.providerConfig(ctx, configs, k, u), u, w, nodes))
-				default:
-					// Without its provider config the provider cannot call AWS: whatever the test
-					// says AWS answers, the resource fails as the real one would.
-					if err := f.providerConfig(ctx, configs, k, u); err != nil {
-						w = want{state: failing, message: "connect failed: cannot get terraform setup: cannot get referenced ProviderConfig: " + err.Error()}
-					}
-					if !reports(u, w) {
-						_ = f.report(ctx, k, u, w)
-					}
+				if write := f.reconcile(ctx, configs, k, u, siblings); write != nil {
+					writes = append(writes, write)
 				}
 			}
 		}
+		inParallel(fakeWriters, writes)
 		if complete {
 			f.forgetGone(present, cycle)
 		}
@@ -304,6 +281,70 @@ func (f *fakeProvider) run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-time.After(fakePoll):
+		}
+	}
+}
+
+// fakeWriters is how many objects the fake provider writes at once in a poll. The providers it
+// plays each reconcile up to 100 objects at once by default (provider-aws v2.5.0's and
+// provider-kubernetes v1.3.1's --max-reconcile-rate, cmd/provider/*/zz_main.go and
+// cmd/provider/main.go, as MaxConcurrentReconciles); written one after the other, a hundred
+// claims' step of 25 resources each waited behind the hub's API server for minutes, which no
+// provider would (docs/performance.md#load).
+const fakeWriters = 10
+
+// inParallel runs each job, at most n at once, and returns once all have.
+func inParallel(n int, jobs []func()) {
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, n)
+	for _, job := range jobs {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			job()
+		})
+	}
+	wg.Wait()
+}
+
+// reconcile decides what the fake provider writes of one composed object in this poll: its
+// finalizer, then the status its want says (nil if nothing). What it decides from is read here,
+// one object after the other; only the writes run in parallel, each object's in order.
+func (f *fakeProvider) reconcile(ctx context.Context, configs providerConfigs, k composedKind, u *unstructured.Unstructured, siblings map[string]*unstructured.Unstructured) func() {
+	var writes []func()
+	if k.finalizer != "" {
+		writes = append(writes, func() { f.reconcileFinalizer(ctx, k, u) })
+	}
+	w, ok := f.wantFor(u)
+	if !ok && k.kind == "Object" && observeOnly(u) {
+		// Nothing for the test to decide: the provider reads whatever the claimed
+		// cluster holds, an empty pool unless the test says otherwise.
+		w, ok = want{state: ready}, true
+	}
+	switch {
+	case !ok || u.GetDeletionTimestamp() != nil:
+	case k.configs == "":
+		// A Usage: Crossplane makes it Ready, no provider reports on it.
+	case k.kind == "Object":
+		nodes := siblings[composerOf(u).String()+"/"+nodesKustomization]
+		status := f.objectStatus(f.providerConfig(ctx, configs, k, u), u, w, nodes)
+		writes = append(writes, func() { _ = f.updateStatus(ctx, k, u, status) })
+	default:
+		// Without its provider config the provider cannot call AWS: whatever the test
+		// says AWS answers, the resource fails as the real one would.
+		if err := f.providerConfig(ctx, configs, k, u); err != nil {
+			w = want{state: failing, message: "connect failed: cannot get terraform setup: cannot get referenced ProviderConfig: " + err.Error()}
+		}
+		if !reports(u, w) {
+			writes = append(writes, func() { _ = f.report(ctx, k, u, w) })
+		}
+	}
+	if len(writes) == 0 {
+		return nil
+	}
+	return func() {
+		for _, write := range writes {
+			write()
 		}
 	}
 }
