@@ -29,6 +29,19 @@ var crossplaneFacts = []struct{ file, says, reliedOn string }{
 		"realtime compositions are on by default (docs/platform.md)"},
 	{"cmd/crossplane/core/core.go", "MaxConcurrentReconciles int `aliases:\"max-reconcile-rate\" default:\"100\"",
 		"100 reconcile workers by default (docs/platform.md)"},
+	{"cmd/crossplane/core/core.go", "PollInterval time.Duration `default:\"1m\"", "docs/platform.md"},
+	{"internal/controller/apiextensions/definition/reconciler.go", "composite.WithPollInterval(0), // Disable polling.",
+		"with realtime compositions --poll-interval does not pace XRs (docs/platform.md)"},
+	{"internal/controller/protection/usage/reconciler.go", "WithPollInterval(o.PollInterval))",
+		"--poll-interval paces the Usage controllers (docs/platform.md)"},
+	// Nothing in the Usage controller makes the used resource owned by the Usage, so the
+	// condition holds at every reconcile and each one updates the used resource: a write that
+	// changes nothing, each --poll-interval, for every Usage (docs/platform.md).
+	{"internal/controller/protection/usage/reconciler.go", `if used.GetLabels()[inUseLabelKey] != "true" || !used.OwnedBy(uu.GetUID()) {`,
+		"docs/platform.md"},
+	{"internal/controller/protection/usage/reconciler.go", "return reconcile.Result{RequeueAfter: r.pollInterval}, nil", "docs/platform.md"},
+	{"internal/controller/protection/usage/reconciler.go", "waitPollInterval = 30 * time.Second",
+		"a Usage being deleted is checked every 30 s (docs/platform.md)"},
 	{"cmd/crossplane/core/core.go", "CircuitBreakerBurst float64 `default:\"100.0\"", "docs/platform.md"},
 	{"cmd/crossplane/core/core.go", "CircuitBreakerRefillRate float64 `default:\"1.0\"", "docs/platform.md"},
 	{"cmd/crossplane/core/core.go", "CircuitBreakerCooldown time.Duration `default:\"5m\"", "docs/platform.md"},
