@@ -46,6 +46,8 @@ var crossplaneFacts = []struct{ file, says, reliedOn string }{
 	{"cmd/crossplane/core/core.go", "CircuitBreakerRefillRate float64 `default:\"1.0\"", "docs/platform.md"},
 	{"cmd/crossplane/core/core.go", "CircuitBreakerCooldown time.Duration `default:\"5m\"", "docs/platform.md"},
 	{"internal/circuit/token_bucket.go", `halfOpenInterval: 30 * time.Second`, "an open breaker lets an event through every 30 s (docs/platform.md)"},
+	{"internal/controller/apiextensions/composite/reconciler.go", `return "composite/" + name`,
+		"an XR controller is named after its XRD (TestLoad's reconciles)"},
 	{"internal/xfn/function_runner_metrics.go", `Subsystem: "function", Name: "run_function_request_total"`, "TestLoad's function calls"},
 	{"internal/xfn/function_runner_metrics.go", `Subsystem: "function", Name: "run_function_response_total"`, "TestLoad's errors"},
 	{"internal/circuit/circuit_metrics.go", `Subsystem: "circuit_breaker", Name: "opens_total"`, "TestLoad's circuit breaker openings"},

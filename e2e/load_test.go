@@ -26,7 +26,8 @@ import (
 
 // TestLoad creates N claims together on the one control plane (E2E_LOAD_CLAIMS, 10 in
 // `make test`; `make load N=…` for more), each for a cluster of its own that the tenancy
-// declares, with the fake providers answering at once. Every claim must get Ready, compose
+// declares, with the fake providers answering at once; claims of the claim API, or namespaced
+// XRs with E2E_LOAD_API=namespaced (they are all "claims" here). Every claim must get Ready, compose
 // nothing another claim composes, and be deleted completely. It prints how long the claims took
 // to get Ready, what the function and Crossplane core spent (CPU per reconcile, memory), how
 // often Crossplane's watch circuit breaker opened, and the same once the claims have stood
@@ -40,12 +41,13 @@ func TestLoad(t *testing.T) {
 	timed(t)
 	n := envInt(t, "E2E_LOAD_CLAIMS", 10)
 	settle := envDuration(t, "E2E_LOAD_SETTLE", 20*time.Second)
-	clusters := declareLoadClusters(t, n)
+	a := loadAPI(t)
+	clusters := declareLoadClusters(t, a, n)
 	fake.readyByDefault.Store(true)
 	t.Cleanup(func() { fake.readyByDefault.Store(false) })
 	fn, core := cp.process(t, "function"), cp.process(t, "crossplane")
 	flags := cmp.Or(os.Getenv("E2E_CROSSPLANE_FLAGS"), "none (its defaults)")
-	fmt.Printf("load: %d claims; Crossplane core's flags beyond the suite's: %s\n", n, flags)
+	fmt.Printf("load: %d claims (the %s API); Crossplane core's flags beyond the suite's: %s\n", n, a.name, flags)
 
 	before := scrapeCrossplane(t)
 	fnCPU, coreCPU := fn.cpu(t), core.cpu(t)
@@ -53,7 +55,7 @@ func TestLoad(t *testing.T) {
 	start := time.Now()
 	ks := make([]*karpenter, n)
 	for i, cl := range clusters {
-		ks[i] = createKarpenter(t, claimAPI, cl, "karpenter", func(u *unstructured.Unstructured) {
+		ks[i] = createKarpenter(t, a, cl, "karpenter", func(u *unstructured.Unstructured) {
 			_ = unstructured.SetNestedField(u.Object, cl, "spec", "cluster", "name")
 		})
 	}
@@ -103,7 +105,7 @@ func TestLoad(t *testing.T) {
 	p50, p95, most := percentile(ready, 50), percentile(ready, 95), percentile(ready, 100)
 	fmt.Printf("load: %d claims Ready %.0fs after the first was created; each from its creation: p50 %.0fs p95 %.0fs max %.0fs\n",
 		n, walked.Seconds(), p50.Seconds(), p95.Seconds(), most.Seconds())
-	fmt.Printf("load: walk: %s\n", figures(walk.since(before), walkFn, walkCore, fn, core, t))
+	fmt.Printf("load: walk: %s\n", figures(a, walk.since(before), walkFn, walkCore, fn, core, t))
 
 	assertNothingShared(t, ks)
 
@@ -123,7 +125,7 @@ func TestLoad(t *testing.T) {
 	answers := scrape(t, cp.functionMetrics).since(quietFn)
 	cached, composed := answers.sum(answersMetric, `from="cache"`), answers.sum(answersMetric, `from="composed"`)
 	fmt.Printf("load: settled %s: %s; fn %.2f%% of one core; function answers: %.0f from the cache, %.0f composed\n",
-		settle, figures(settled, settledFn, settledCore, fn, core, t), 100*settledFn.Seconds()/settle.Seconds(), cached, composed)
+		settle, figures(a, settled, settledFn, settledCore, fn, core, t), 100*settledFn.Seconds()/settle.Seconds(), cached, composed)
 	if cached == 0 || composed > cached {
 		t.Errorf("settled claims' requests must be answered from the cache: %.0f from the cache, %.0f composed (%s)", cached, composed, answersMetric)
 	}
@@ -158,21 +160,21 @@ func TestLoad(t *testing.T) {
 	if errs > 0 {
 		t.Errorf("the function answered %v times with an error or a Fatal result", errs)
 	}
-	per := settled.perReconcile(settledFn)
+	per := settled.perReconcile(a, settledFn)
 	fmt.Printf("load: %d claims, ready p50 %.0fs p95 %.0fs max %.0fs, errors %.0f, fn cpu-ms/reconcile %.2f, fn rss %.0f MiB\n",
 		n, p50.Seconds(), p95.Seconds(), most.Seconds(), errs, per, fn.rss(t, "VmRSS"))
 }
 
-// declareLoadClusters adds n clusters, load-000 and on, to the tenancy of the claim API's
-// Composition as the suite installed it, each claimable from a namespace of its own name and
-// reached through a provider-kubernetes ProviderConfig of its own; it returns their names. They
+// declareLoadClusters adds n clusters, load-000 and on, to the tenancy of a's Composition as the
+// suite installed it, each claimable from a namespace of its own name and reached through
+// provider-kubernetes configs of its own (both scopes'); it returns their names. They
 // share prod-eu's account and region, so the input scopes subnets to their cluster
 // (nodes.subnetClusterTag), as the function requires of a platform. The Composition is put back
 // as it was when the test ends.
-func declareLoadClusters(t *testing.T, n int) []string {
+func declareLoadClusters(t *testing.T, a *api, n int) []string {
 	t.Helper()
 	ctx := t.Context()
-	_, shipped, err := claimAPI.read("..")
+	_, shipped, err := a.read("..")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,17 +207,23 @@ func declareLoadClusters(t *testing.T, n int) []string {
 			"name": name, "account": testAccount, "region": "eu-west-3", "namespaces": []any{name},
 			"nodeIdentity": map[string]any{"roleArn": "arn:aws:iam::" + testAccount + ":role/" + name + "-nodes", "instanceProfile": name + "-nodes"},
 		})
-		pc := &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": "kubernetes.crossplane.io/v1alpha1", "kind": "ProviderConfig", "metadata": map[string]any{"name": name},
-			"spec": map[string]any{"credentials": map[string]any{"source": "Secret",
-				"secretRef": map[string]any{"namespace": "crossplane-system", "name": name + "-cluster", "key": "kubeconfig"}}},
-		}}
-		if err := cp.apply(ctx, pc); err != nil {
-			t.Fatal(err)
+		// Both scopes' configs, as the suite's install makes them for its clusters: the claim's
+		// XR composes cluster-scoped Objects, the namespaced XR namespaced ones.
+		spec := map[string]any{"credentials": map[string]any{"source": "Secret",
+			"secretRef": map[string]any{"namespace": "crossplane-system", "name": name + "-cluster", "key": "kubeconfig"}}}
+		for _, c := range []struct{ group, kind string }{
+			{"kubernetes.crossplane.io", "ProviderConfig"}, {"kubernetes.m.crossplane.io", "ClusterProviderConfig"},
+		} {
+			pc := &unstructured.Unstructured{Object: map[string]any{
+				"apiVersion": c.group + "/v1alpha1", "kind": c.kind, "metadata": map[string]any{"name": name}, "spec": spec,
+			}}
+			if err := cp.apply(ctx, pc); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				_ = cp.dyn.Resource(gvr(c.group, "v1alpha1", strings.ToLower(c.kind)+"s")).Delete(context.Background(), name, metav1.DeleteOptions{})
+			})
 		}
-		t.Cleanup(func() {
-			_ = cp.dyn.Resource(gvr("kubernetes.crossplane.io", "v1alpha1", "providerconfigs")).Delete(context.Background(), name, metav1.DeleteOptions{})
-		})
 	}
 	_ = unstructured.SetNestedSlice(input, declared, "tenancy", "clusters")
 	_ = unstructured.SetNestedMap(input, map[string]any{"key": "kubernetes.io/cluster/{cluster}", "value": "*"}, "nodes", "subnetClusterTag")
@@ -275,6 +283,19 @@ func assertNothingShared(t *testing.T, ks []*karpenter) {
 	fmt.Printf("load: %d claims composed %d objects and %d AWS identifiers, none shared\n", len(ks), len(objects), len(ids))
 }
 
+// loadAPI is the API TestLoad's tenants use: E2E_LOAD_API (make load LOAD_API=…), the claim API
+// unless it names the namespaced one.
+func loadAPI(t *testing.T) *api {
+	name := cmp.Or(os.Getenv("E2E_LOAD_API"), claimAPI.name)
+	for _, a := range apis {
+		if a.name == name {
+			return a
+		}
+	}
+	t.Fatalf("E2E_LOAD_API=%q: want %q or %q", name, claimAPI.name, namespacedAPI.name)
+	return nil
+}
+
 // loadTimeout is how long n claims may take to get Ready, or to go: generous, since it is the
 // figures that tell how long it really took. In make test the suite's four shards share two
 // cores: ten claims took 317 s to get Ready in one warm run (2026-12-04), and more than the
@@ -287,9 +308,9 @@ func percentile(ds []time.Duration, p float64) time.Duration {
 	return s[max(0, int(math.Ceil(p/100*float64(len(s))))-1)]
 }
 
-func figures(m metrics, fnCPU, coreCPU time.Duration, fn, core *proc, t *testing.T) string {
+func figures(a *api, m metrics, fnCPU, coreCPU time.Duration, fn, core *proc, t *testing.T) string {
 	return fmt.Sprintf("%.0f reconciles, %.0f function calls; fn cpu-ms/reconcile %.2f, fn rss %.0f MiB (peak %.0f); core cpu-ms/reconcile %.2f, core rss %.0f MiB; circuit breaker opened %.0f times",
-		m.reconciles(), m.calls(), m.perReconcile(fnCPU), fn.rss(t, "VmRSS"), fn.rss(t, "VmHWM"), m.perReconcile(coreCPU), core.rss(t, "VmRSS"), m.opens())
+		m.reconciles(a), m.calls(), m.perReconcile(a, fnCPU), fn.rss(t, "VmRSS"), fn.rss(t, "VmHWM"), m.perReconcile(a, coreCPU), core.rss(t, "VmRSS"), m.opens())
 }
 
 func envInt(t *testing.T, name string, def int) int {
@@ -548,9 +569,15 @@ func (m metrics) sum(name string, labels ...string) float64 {
 	return total
 }
 
-// reconciles are the claims' XRs' reconciles (Crossplane's composite controller of XKarpenters).
-func (m metrics) reconciles() float64 {
-	return m.sum("controller_runtime_reconcile_total", `controller="composite/xkarpenters.`)
+// reconciles are the XRs' reconciles of a's tenants: Crossplane's composite controller of a's
+// XRD, named "composite/" and the XRD's name, its plural and group (Crossplane v2.4.2
+// internal/controller/apiextensions/composite/reconciler.go, ControllerName).
+func (m metrics) reconciles(a *api) float64 {
+	xr := a.xr
+	if a.namespaced {
+		xr = a.tenant
+	}
+	return m.sum("controller_runtime_reconcile_total", `controller="composite/`+xr.Resource+"."+xr.Group+`"`)
 }
 
 func (m metrics) calls() float64 { return m.sum("function_run_function_request_total") }
@@ -564,8 +591,8 @@ func (m metrics) errors() float64 {
 }
 
 // perReconcile is cpu spread over m's reconciles, in milliseconds.
-func (m metrics) perReconcile(cpu time.Duration) float64 {
-	if r := m.reconciles(); r > 0 {
+func (m metrics) perReconcile(a *api, cpu time.Duration) float64 {
+	if r := m.reconciles(a); r > 0 {
 		return float64(cpu.Milliseconds()) / r
 	}
 	return math.NaN()

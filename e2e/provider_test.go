@@ -954,7 +954,13 @@ func fluxCondition(typ, status, reason, message string, generation int64) map[st
 func composedOf(ctx context.Context, c *controlPlane, xr xrRef) (map[string]*unstructured.Unstructured, error) {
 	out := map[string]*unstructured.Unstructured{}
 	for _, k := range composedKinds {
-		l, err := c.dyn.Resource(k.gvr).List(ctx, metav1.ListOptions{LabelSelector: compositeLabel + "=" + xr.name})
+		// A namespaced XR's resources are in its namespace: listing them there, not across every
+		// namespace, where every load test tenant's XR has the same name.
+		namespace := metav1.NamespaceAll
+		if k.namespaced {
+			namespace = xr.namespace
+		}
+		l, err := c.dyn.Resource(k.gvr).Namespace(namespace).List(ctx, metav1.ListOptions{LabelSelector: compositeLabel + "=" + xr.name})
 		if err != nil {
 			if apierrors.IsNotFound(err) {
 				continue
