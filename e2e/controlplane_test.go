@@ -3,16 +3,22 @@
 package e2e
 
 import (
+	"bufio"
+	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io/fs"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -56,6 +62,8 @@ type controlPlane struct {
 	// nodes: the cluster has nodes, so kube-controller-manager runs the node lifecycle
 	// controller too (a claimed cluster's).
 	nodes bool
+	// kcmFlags are more flags for kube-controller-manager: the hub's come from E2E_KCM_FLAGS.
+	kcmFlags []string
 
 	kubeconfig string // admin (system:masters)
 	cfg        *rest.Config
@@ -155,7 +163,7 @@ rules:
 	}
 
 	apiserver, err := startProc(c.logDir, "kube-apiserver", nil, c.bins.apiserver,
-		"--audit-policy-file="+auditPolicy, "--audit-log-path="+filepath.Join(c.logDir, "kube-apiserver-audit.log"),
+		"--audit-policy-file="+auditPolicy, "--audit-log-path="+filepath.Join(c.logDir, auditLog+".log"),
 		"--etcd-servers="+etcdURL,
 		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", "--secure-port="+strconv.Itoa(apiPort),
 		"--tls-cert-file="+filepath.Join(pki, "apiserver.crt"), "--tls-private-key-file="+filepath.Join(pki, "apiserver.key"),
@@ -197,8 +205,8 @@ rules:
 		controllers += ",nodelifecycle,deployment,replicaset"
 	}
 	kcm, err := startProc(c.logDir, "kube-controller-manager", nil, c.bins.controllerManager,
-		"--kubeconfig="+c.kubeconfig, "--controllers="+controllers,
-		"--leader-elect=false", "--secure-port=0")
+		append([]string{"--kubeconfig=" + c.kubeconfig, "--controllers=" + controllers,
+			"--leader-elect=false", "--secure-port=0"}, c.kcmFlags...)...)
 	if err != nil {
 		return err
 	}
@@ -237,13 +245,13 @@ func (c *controlPlane) report(failed bool) {
 	for _, p := range c.procs {
 		fmt.Printf("e2e:   %-24s %s\n", p.name, p.log)
 	}
-	fmt.Printf("e2e:   %-24s %s\n", "API writes (audit)", filepath.Join(c.logDir, "kube-apiserver-audit.log"))
+	fmt.Printf("e2e:   %-24s %s\n", "API writes (audit)", filepath.Join(c.logDir, auditLog+"*.log"))
 	if !failed {
 		return
 	}
 	// Every process's log, a claimed cluster's (in a folder of its own) too.
 	_ = filepath.WalkDir(c.logDir, func(path string, e fs.DirEntry, err error) error {
-		if err != nil || e.IsDir() || strings.HasSuffix(e.Name(), "-audit.log") {
+		if err != nil || e.IsDir() || strings.HasPrefix(e.Name(), auditLog) {
 			return nil
 		}
 		fmt.Printf("\n===== %s (last 40 lines) =====\n%s\n", path, tail(path, 40))
@@ -272,4 +280,86 @@ func waitFor(ctx context.Context, timeout time.Duration, what string, cond func(
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
+}
+
+// auditLog names the hub's audit log: <logs>/kube-apiserver-audit.log, and its older parts, which
+// kube-apiserver's log writer renames kube-apiserver-audit-<time>.log at 100 MB (k8s.io/apiserver
+// v0.35.4 pkg/server/options/audit.go leaves lumberjack's MaxSize 0 without
+// --audit-log-maxsize; gopkg.in/natefinch/lumberjack.v2 defaultMaxSize = 100).
+const auditLog = "kube-apiserver-audit"
+
+// write is what a write to the API server was: the program that sent it (its user agent up to
+// the first "/", e.g. crossplane-core-v2.4.2), its verb and the resource it wrote (with the
+// subresource, e.g. objects/status).
+type write struct{ agent, verb, resource string }
+
+// apiWrites are writes counted by what they were.
+type apiWrites map[write]int
+
+// writes counts the writes the hub's API server received from from until to, read from its audit
+// log, where the suite's policy puts every write at metadata level (audit.k8s.io/v1 Events,
+// k8s.io/apiserver v0.35.4 pkg/apis/audit/v1/types.go).
+func (c *controlPlane) writes(from, to time.Time) (apiWrites, error) {
+	files, err := filepath.Glob(filepath.Join(c.logDir, auditLog+"*.log"))
+	if err != nil {
+		return nil, err
+	}
+	w := apiWrites{}
+	for _, name := range files {
+		if err := w.read(name, from, to); err != nil {
+			return nil, err
+		}
+	}
+	return w, nil
+}
+
+func (w apiWrites) read(name string, from, to time.Time) error {
+	f, err := os.Open(name)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	lines := bufio.NewScanner(f)
+	lines.Buffer(make([]byte, 0, 64<<10), 16<<20)
+	for lines.Scan() {
+		var e auditv1.Event
+		if err := json.Unmarshal(lines.Bytes(), &e); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		at := e.RequestReceivedTimestamp.Time
+		if e.ObjectRef == nil || at.Before(from) || !at.Before(to) {
+			continue
+		}
+		resource := e.ObjectRef.Resource
+		if e.ObjectRef.Subresource != "" {
+			resource += "/" + e.ObjectRef.Subresource
+		}
+		agent, _, _ := strings.Cut(e.UserAgent, "/")
+		w[write{agent, e.Verb, resource}]++
+	}
+	return lines.Err()
+}
+
+// String says how many writes there were, each program's share, and the twelve most frequent
+// kinds of write, one a line: "60762 writes: crossplane-core-v2.4.2 74%, e2e.test 13%, …" then
+// "  5751  9%  crossplane-core-v2.4.2 patch clusterusages".
+func (w apiWrites) String() string {
+	total, agents := 0, map[string]int{}
+	for k, n := range w {
+		total += n
+		agents[k.agent] += n
+	}
+	share := func(n int) float64 { return 100 * float64(n) / float64(total) }
+	var by []string
+	for _, a := range slices.SortedFunc(maps.Keys(agents), func(a, b string) int { return cmp.Or(cmp.Compare(agents[b], agents[a]), strings.Compare(a, b)) }) {
+		by = append(by, fmt.Sprintf("%s %.0f%%", a, share(agents[a])))
+	}
+	lines := []string{fmt.Sprintf("%d writes: %s", total, strings.Join(by, ", "))}
+	kinds := slices.SortedFunc(maps.Keys(w), func(a, b write) int {
+		return cmp.Or(cmp.Compare(w[b], w[a]), strings.Compare(a.agent+a.verb+a.resource, b.agent+b.verb+b.resource))
+	})
+	for _, k := range kinds[:min(len(kinds), 12)] {
+		lines = append(lines, fmt.Sprintf("  %6d %3.0f%%  %s %s %s", w[k], share(w[k]), k.agent, k.verb, k.resource))
+	}
+	return strings.Join(lines, "\n")
 }

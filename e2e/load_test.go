@@ -46,8 +46,8 @@ func TestLoad(t *testing.T) {
 	fake.readyByDefault.Store(true)
 	t.Cleanup(func() { fake.readyByDefault.Store(false) })
 	fn, core := cp.process(t, "function"), cp.process(t, "crossplane")
-	flags := cmp.Or(os.Getenv("E2E_CROSSPLANE_FLAGS"), "none (its defaults)")
-	fmt.Printf("load: %d claims (the %s API); Crossplane core's flags beyond the suite's: %s\n", n, a.name, flags)
+	flags, kcm := cmp.Or(os.Getenv("E2E_CROSSPLANE_FLAGS"), "none (its defaults)"), cmp.Or(os.Getenv("E2E_KCM_FLAGS"), "none")
+	fmt.Printf("load: %d claims (the %s API); flags beyond the suite's: Crossplane core's %s, the hub's kube-controller-manager's %s\n", n, a.name, flags, kcm)
 
 	before := scrapeCrossplane(t)
 	fnCPU, coreCPU := fn.cpu(t), core.cpu(t)
@@ -106,6 +106,7 @@ func TestLoad(t *testing.T) {
 	fmt.Printf("load: %d claims Ready %.0fs after the first was created; each from its creation: p50 %.0fs p95 %.0fs max %.0fs\n",
 		n, walked.Seconds(), p50.Seconds(), p95.Seconds(), most.Seconds())
 	fmt.Printf("load: walk: %s\n", figures(a, walk.since(before), walkFn, walkCore, fn, core, t))
+	printWrites(t, "walk", start, start.Add(walked))
 
 	assertNothingShared(t, ks)
 
@@ -120,6 +121,7 @@ func TestLoad(t *testing.T) {
 	shares = cpuShares(t)
 	time.Sleep(settle)
 	fmt.Printf("load: settled: %s\n", shares.since(t))
+	printWrites(t, "settled", shares.at, shares.at.Add(settle))
 	settled := scrapeCrossplane(t).since(quiet)
 	settledFn, settledCore := fn.cpu(t)-fnCPU, core.cpu(t)-coreCPU
 	answers := scrape(t, cp.functionMetrics).since(quietFn)
@@ -155,6 +157,7 @@ func TestLoad(t *testing.T) {
 	gone := scrapeCrossplane(t)
 	fmt.Printf("load: %d claims deleted: everything gone in %.0fs\n", n, time.Since(start).Seconds())
 	fmt.Printf("load: deletion: %s\n", shares.since(t))
+	printWrites(t, "deletion", start, time.Now())
 
 	errs := gone.errors() - before.errors()
 	if errs > 0 {
@@ -163,6 +166,21 @@ func TestLoad(t *testing.T) {
 	per := settled.perReconcile(a, settledFn)
 	fmt.Printf("load: %d claims, ready p50 %.0fs p95 %.0fs max %.0fs, errors %.0f, fn cpu-ms/reconcile %.2f, fn rss %.0f MiB\n",
 		n, p50.Seconds(), p95.Seconds(), most.Seconds(), errs, per, fn.rss(t, "VmRSS"))
+}
+
+// printWrites prints the writes the hub's API server received in a phase of the test, from the
+// audit log: who sent how many of what.
+func printWrites(t *testing.T, phase string, from, to time.Time) {
+	t.Helper()
+	w, err := cp.writes(from, to)
+	if err == nil && len(w) == 0 {
+		err = fmt.Errorf("no write read from %s*.log in %s", auditLog, cp.logDir)
+	}
+	if err != nil {
+		t.Errorf("the hub's writes in the %s: %v", phase, err)
+		return
+	}
+	fmt.Printf("load: %s: the hub's API server received %s\n", phase, w)
 }
 
 // declareLoadClusters adds n clusters, load-000 and on, to the tenancy of a's Composition as the

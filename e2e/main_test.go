@@ -35,7 +35,9 @@ func run(m *testing.M) (code int) {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	cp = &controlPlane{dir: dir, logDir: filepath.Join(dir, "logs")}
+	// E2E_KCM_FLAGS (make's KCM_FLAGS): more flags for the hub's kube-controller-manager, e.g. its
+	// client's rate (docs/platform.md#many-claims-on-one-control-plane).
+	cp = &controlPlane{dir: dir, logDir: filepath.Join(dir, "logs"), kcmFlags: strings.Fields(os.Getenv("E2E_KCM_FLAGS"))}
 	if err := os.MkdirAll(cp.logDir, 0o755); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

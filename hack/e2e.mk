@@ -162,7 +162,7 @@ e2e-test: curl e2e-tools provider-aws-crds provider-kubernetes-crds ## End-to-en
 	  E2E_FUNCTION=$(E2E_FUNCTION) E2E_FAKE_AWS=$(E2E_FAKE_AWS) E2E_PROVIDER_AWS_CRDS=$(PROVIDER_AWS_CRDS) \
 	  E2E_PROVIDER_KUBERNETES_CRDS=$(PROVIDER_KUBERNETES_CRDS) \
 	  E2E_CROSSPLANE_CRDS="$$xp/cluster/crds" E2E_LOAD_CLAIMS=$(E2E_LOAD_CLAIMS) E2E_LOAD_SETTLE=$(E2E_LOAD_SETTLE) \
-	  E2E_CROSSPLANE_FLAGS="$(CROSSPLANE_FLAGS)" E2E_LOAD_API=$(LOAD_API) \
+	  E2E_CROSSPLANE_FLAGS="$(CROSSPLANE_FLAGS)" E2E_KCM_FLAGS="$(KCM_FLAGS)" E2E_LOAD_API=$(LOAD_API) \
 	  $(CURDIR)/hack/e2e-shards.sh $(E2E_SHARDS) -- \
 	    -tags e2e $(GO_TEST_VETTED) $(GO_TEST_FLAGS) -parallel $(E2E_PARALLEL) -timeout $(E2E_TIMEOUT) -v ./...
 
@@ -172,6 +172,8 @@ E2E_LOAD_CLAIMS ?= 10
 E2E_LOAD_SETTLE ?= 65s
 # More flags for Crossplane core in the suite, e.g. make load CROSSPLANE_FLAGS=--max-concurrent-reconciles=10.
 CROSSPLANE_FLAGS ?=
+# More flags for the hub's kube-controller-manager, e.g. make load KCM_FLAGS=--kube-api-qps=100.
+KCM_FLAGS ?=
 # The API TestLoad's tenants use: claim, or namespaced (Crossplane v2's namespaced XR).
 LOAD_API ?= claim
 N ?= 100
