@@ -149,6 +149,8 @@ e2e-test: curl e2e-tools provider-aws-crds provider-kubernetes-crds ## End-to-en
 	cd e2e && go vet -tags e2e ./...
 	@xp=$$(cd $(E2E_TOOLS_DIR)/crossplane && go mod download github.com/crossplane/crossplane/v2 && \
 	    go list -m -f '{{.Dir}}' github.com/crossplane/crossplane/v2) && test -n "$$xp" || exit 1; \
+	k8s="k8s.io/kubernetes k8s.io/client-go k8s.io/apiserver gopkg.in/natefinch/lumberjack.v2"; \
+	k8s=$$(cd $(E2E_TOOLS_DIR)/kubernetes && go mod download $$k8s && go list -m -f '{{.Path}}={{.Dir}}' $$k8s) || exit 1; \
 	kwok=$$(cd $(E2E_TOOLS_DIR)/controllers && go mod download sigs.k8s.io/kwok && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok) && \
 	  test -n "$$kwok" || exit 1; \
 	flux=$$(for c in source kustomize helm; do (cd $(E2E_TOOLS_DIR)/controllers && go mod download github.com/fluxcd/$$c-controller && \
@@ -161,7 +163,7 @@ e2e-test: curl e2e-tools provider-aws-crds provider-kubernetes-crds ## End-to-en
 	  E2E_HELM_CONTROLLER=$(E2E_HELM_CONTROLLER) \
 	  E2E_FUNCTION=$(E2E_FUNCTION) E2E_FAKE_AWS=$(E2E_FAKE_AWS) E2E_PROVIDER_AWS_CRDS=$(PROVIDER_AWS_CRDS) \
 	  E2E_PROVIDER_KUBERNETES_CRDS=$(PROVIDER_KUBERNETES_CRDS) \
-	  E2E_CROSSPLANE_CRDS="$$xp/cluster/crds" E2E_LOAD_CLAIMS=$(E2E_LOAD_CLAIMS) E2E_LOAD_SETTLE=$(E2E_LOAD_SETTLE) \
+	  E2E_CROSSPLANE_CRDS="$$xp/cluster/crds" E2E_KUBERNETES_SOURCES="$$(echo $$k8s)" E2E_LOAD_CLAIMS=$(E2E_LOAD_CLAIMS) E2E_LOAD_SETTLE=$(E2E_LOAD_SETTLE) \
 	  E2E_CROSSPLANE_FLAGS="$(CROSSPLANE_FLAGS)" E2E_KCM_FLAGS="$(KCM_FLAGS)" E2E_LOAD_API=$(LOAD_API) \
 	  $(CURDIR)/hack/e2e-shards.sh $(E2E_SHARDS) -- \
 	    -tags e2e $(GO_TEST_VETTED) $(GO_TEST_FLAGS) -parallel $(E2E_PARALLEL) -timeout $(E2E_TIMEOUT) -v ./...
