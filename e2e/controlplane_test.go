@@ -298,7 +298,8 @@ type apiWrites map[write]int
 
 // writes counts the writes the hub's API server received from from until to, read from its audit
 // log, where the suite's policy puts every write at metadata level (audit.k8s.io/v1 Events,
-// k8s.io/apiserver v0.35.4 pkg/apis/audit/v1/types.go).
+// decoded with k8s.io/apiserver's pkg/apis/audit/v1 types: v0.35.0 here, where the other modules
+// have it, hack/check-module-versions.sh; the API version kube-apiserver v1.35.4 writes).
 func (c *controlPlane) writes(from, to time.Time) (apiWrites, error) {
 	files, err := filepath.Glob(filepath.Join(c.logDir, auditLog+"*.log"))
 	if err != nil {

@@ -6,7 +6,7 @@ require (
 	github.com/google/cel-go v0.30.0
 	github.com/google/go-containerregistry v0.22.1
 	k8s.io/apimachinery v0.35.4
-	k8s.io/apiserver v0.35.4
+	k8s.io/apiserver v0.35.0
 	k8s.io/client-go v0.35.4
 )
 
@@ -92,7 +92,7 @@ require (
 	gopkg.in/yaml.v2 v2.4.0 // indirect
 	k8s.io/apiextensions-apiserver v0.35.0 // indirect
 	k8s.io/code-generator v0.35.0 // indirect
-	k8s.io/component-base v0.35.4 // indirect
+	k8s.io/component-base v0.35.0 // indirect
 	k8s.io/gengo/v2 v2.0.0-20251215205346-5ee0d033ba5b // indirect
 	sigs.k8s.io/controller-runtime v0.23.1 // indirect
 	sigs.k8s.io/controller-tools v0.20.0 // indirect
