@@ -357,7 +357,7 @@ func (w apiWrites) String() string {
 	}
 	lines := []string{fmt.Sprintf("%d writes: %s", total, strings.Join(by, ", "))}
 	kinds := slices.SortedFunc(maps.Keys(w), func(a, b write) int {
-		return cmp.Or(cmp.Compare(w[b], w[a]), strings.Compare(a.agent+a.verb+a.resource, b.agent+b.verb+b.resource))
+		return cmp.Or(cmp.Compare(w[b], w[a]), strings.Compare(a.agent, b.agent), strings.Compare(a.verb, b.verb), strings.Compare(a.resource, b.resource))
 	})
 	for _, k := range kinds[:min(len(kinds), 12)] {
 		lines = append(lines, fmt.Sprintf("  %6d %3.0f%%  %s %s %s", w[k], share(w[k]), k.agent, k.verb, k.resource))

@@ -67,6 +67,14 @@ type api struct {
 	golden                  string // the render of that request with everything observed Ready
 }
 
+// xrResource is the GVR of the API's XR: the claim's XR, or the namespaced XR the tenant creates.
+func (a *api) xrResource() schema.GroupVersionResource {
+	if a.namespaced {
+		return a.tenant
+	}
+	return a.xr
+}
+
 // read reads the API's XRD and Composition.
 func (a *api) read(repo string) (xrd, composition *unstructured.Unstructured, err error) {
 	xrds, err := readObjects(filepath.Join(repo, a.definition))
@@ -291,9 +299,9 @@ func (c *karpenter) getXR() *unstructured.Unstructured {
 
 func (c *karpenter) xrResource() dynamic.ResourceInterface {
 	if c.api.namespaced {
-		return cp.dyn.Resource(c.api.tenant).Namespace(c.ns)
+		return cp.dyn.Resource(c.api.xrResource()).Namespace(c.ns)
 	}
-	return cp.dyn.Resource(c.api.xr)
+	return cp.dyn.Resource(c.api.xrResource())
 }
 
 // update writes u, a changed copy of what the tenant created, as the tenant would.

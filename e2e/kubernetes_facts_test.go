@@ -32,9 +32,21 @@ var kubernetesFacts = []struct{ module, file, says, reliedOn string }{
 		"p, err := c.GenerateDeleteOwnerRefStrategicMergeBytes(item.identity.UID, ownerUIDs)", "docs/platform.md"},
 	{"k8s.io/kubernetes", "pkg/controller/garbagecollector/patch.go",
 		"if !errors.IsUnsupportedMediaType(err) {", "docs/platform.md"},
-	// The audit log is rotated at 100 MB when --audit-log-maxsize is not set.
+	// The audit log is rotated at 100 MB when --audit-log-maxsize is not set: the log options'
+	// defaults (the whole literal, so no MaxSize among them) leave it 0, which lumberjack reads
+	// as 100 MB.
+	{"k8s.io/apiserver", "pkg/server/options/audit.go", `LogOptions: AuditLogOptions{
+			Format: pluginlog.FormatJson,
+			BatchOptions: AuditBatchOptions{
+				Mode:        ModeBlocking,
+				BatchConfig: defaultLogBatchConfig(),
+			},
+			TruncateOptions:    NewAuditTruncateOptions(),
+			GroupVersionString: "audit.k8s.io/v1",
+		},`, "TestLoad's writes (auditLog)"},
 	{"k8s.io/apiserver", "pkg/server/options/audit.go", "MaxSize: o.MaxSize,", "TestLoad's writes (auditLog)"},
 	{"gopkg.in/natefinch/lumberjack.v2", "lumberjack.go", "defaultMaxSize = 100", "TestLoad's writes (auditLog)"},
+	{"gopkg.in/natefinch/lumberjack.v2", "lumberjack.go", "if l.MaxSize == 0 { return int64(defaultMaxSize * megabyte)", "TestLoad's writes (auditLog)"},
 }
 
 // TestKubernetesFacts holds kubernetesFacts to the source of the modules the suite's Kubernetes

@@ -591,10 +591,7 @@ func (m metrics) sum(name string, labels ...string) float64 {
 // XRD, named "composite/" and the XRD's name, its plural and group (Crossplane v2.4.2
 // internal/controller/apiextensions/composite/reconciler.go, ControllerName).
 func (m metrics) reconciles(a *api) float64 {
-	xr := a.xr
-	if a.namespaced {
-		xr = a.tenant
-	}
+	xr := a.xrResource()
 	return m.sum("controller_runtime_reconcile_total", `controller="composite/`+xr.Resource+"."+xr.Group+`"`)
 }
 

@@ -499,10 +499,8 @@ func needsFinalizerPatch(k composedKind, u *unstructured.Unstructured) bool {
 	return has == (u.GetDeletionTimestamp() != nil)
 }
 
+// reconcileFinalizer writes what needsFinalizerPatch found missing; the loop calls it only then.
 func (f *fakeProvider) reconcileFinalizer(ctx context.Context, k composedKind, u *unstructured.Unstructured) {
-	if !needsFinalizerPatch(k, u) {
-		return
-	}
 	var others []any
 	for _, fin := range u.GetFinalizers() {
 		if fin != k.finalizer {
