@@ -297,30 +297,46 @@ type write struct{ agent, verb, resource string }
 type apiWrites map[write]int
 
 // writes counts the writes the hub's API server received from from until to, read from its audit
-// log, where the suite's policy puts every write at metadata level (audit.k8s.io/v1 Events,
-// decoded with k8s.io/apiserver's pkg/apis/audit/v1 types: v0.35.0 here, where the other modules
-// have it, hack/check-module-versions.sh; the API version kube-apiserver v1.35.4 writes).
+// log (auditEvents).
 func (c *controlPlane) writes(from, to time.Time) (apiWrites, error) {
-	files, err := filepath.Glob(filepath.Join(c.logDir, auditLog+"*.log"))
-	if err != nil {
-		return nil, err
-	}
 	w := apiWrites{}
-	for _, name := range files {
-		if err := w.read(name, from, to); err != nil {
-			return nil, err
+	err := c.auditEvents(from, to, func(e *auditv1.Event) {
+		resource := e.ObjectRef.Resource
+		if e.ObjectRef.Subresource != "" {
+			resource += "/" + e.ObjectRef.Subresource
 		}
-	}
-	return w, nil
+		agent, _, _ := strings.Cut(e.UserAgent, "/")
+		w[write{agent, e.Verb, resource}]++
+	})
+	return w, err
 }
 
-func (w apiWrites) read(name string, from, to time.Time) error {
-	f, err := os.Open(name)
+// auditEvents calls f with each event of the hub's audit log that names an object and was
+// received from from until to, the log's older parts first. The suite's policy puts every write
+// there at metadata level (audit.k8s.io/v1 Events, decoded with k8s.io/apiserver's
+// pkg/apis/audit/v1 types: v0.35.0 here, where the other modules have it,
+// hack/check-module-versions.sh; the API version kube-apiserver v1.35.4 writes).
+func (c *controlPlane) auditEvents(from, to time.Time, f func(*auditv1.Event)) error {
+	// The older parts are named kube-apiserver-audit-<time>.log: they sort before the current one.
+	files, err := filepath.Glob(filepath.Join(c.logDir, auditLog+"*.log"))
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	lines := bufio.NewScanner(f)
+	for _, name := range files {
+		if err := readAudit(name, from, to, f); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func readAudit(name string, from, to time.Time, f func(*auditv1.Event)) error {
+	file, err := os.Open(name)
+	if err != nil {
+		return err
+	}
+	defer file.Close()
+	lines := bufio.NewScanner(file)
 	lines.Buffer(make([]byte, 0, 64<<10), 16<<20)
 	for lines.Scan() {
 		var e auditv1.Event
@@ -331,12 +347,7 @@ func (w apiWrites) read(name string, from, to time.Time) error {
 		if e.ObjectRef == nil || at.Before(from) || !at.Before(to) {
 			continue
 		}
-		resource := e.ObjectRef.Resource
-		if e.ObjectRef.Subresource != "" {
-			resource += "/" + e.ObjectRef.Subresource
-		}
-		agent, _, _ := strings.Cut(e.UserAgent, "/")
-		w[write{agent, e.Verb, resource}]++
+		f(&e)
 	}
 	return lines.Err()
 }

@@ -73,7 +73,7 @@ func TestLoad(t *testing.T) {
 	}
 
 	// Ready: each claim's time from its creation until the poll that saw it Ready.
-	ready := make([]time.Duration, n)
+	ready, created, readyAt := make([]time.Duration, n), make([]time.Time, n), make([]time.Time, n)
 	err := wait.PollUntilContextTimeout(t.Context(), time.Second, loadTimeout(n), true, func(context.Context) (bool, error) {
 		all := true
 		for i, k := range ks {
@@ -82,7 +82,8 @@ func TestLoad(t *testing.T) {
 			}
 			u, err := cp.dyn.Resource(k.api.tenant).Namespace(k.ns).Get(k.ctx, k.name, metav1.GetOptions{})
 			if err == nil && conditionStatus(u, "Ready") == "True" {
-				ready[i] = time.Since(u.GetCreationTimestamp().Time)
+				created[i], readyAt[i] = u.GetCreationTimestamp().Time, time.Now()
+				ready[i] = readyAt[i].Sub(created[i])
 			}
 			all = all && ready[i] != 0
 		}
@@ -107,6 +108,7 @@ func TestLoad(t *testing.T) {
 		n, walked.Seconds(), p50.Seconds(), p95.Seconds(), most.Seconds())
 	fmt.Printf("load: walk: %s\n", figures(a, walk.since(before), walkFn, walkCore, fn, core, t))
 	printWrites(t, "walk", start, start.Add(walked))
+	printPasses(t, a, ks, created, readyAt, start)
 
 	assertNothingShared(t, ks)
 
