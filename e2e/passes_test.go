@@ -109,11 +109,12 @@ func fieldManager(requestURI string) string {
 	return u.Query().Get("fieldManager")
 }
 
-// walkShares splits each claim's walk, from its creation until it was seen Ready, into its passes,
-// the providers' time (from the end of a pass until their last answer before the next), the wait
-// for a worker (from that answer until the next pass), and the rest (before the first pass, and
-// between passes no provider answered in between: the claim waited on its TTL); and says it
-// summed over the claims, with how many passes a claim took and what its last one did.
+// walkShares splits each claim's walk, from its creation until it was seen Ready, into its passes
+// (those that ended before), the providers' time (from the end of a pass until their last answer
+// before the next), the wait for a worker (from that answer until the next pass), and the rest
+// (before the first pass; between passes no provider answered in between, when the claim waited
+// on its TTL; from its last pass until the claim showed Ready); and says it summed over the
+// claims, with how many passes a claim took and what its last one did.
 type walkShares struct {
 	walk, inPasses, providers, worker time.Duration
 	passes, creating, claims          int
@@ -127,7 +128,9 @@ func (s *walkShares) add(created, ready time.Time, passes []pass) {
 	var last *pass
 	for i := range passes {
 		p := &passes[i]
-		if !p.start.Before(ready) {
+		// The pass that made the XR Ready ended before its claim was seen Ready; a pass that
+		// ends after it is the settled claim's.
+		if p.end.After(ready) {
 			break
 		}
 		s.passes++
@@ -155,7 +158,7 @@ func (s *walkShares) String() string {
 	applied := slices.Sorted(slices.Values(s.lastApplied))
 	return fmt.Sprintf("where the claims' time from creation to Ready went: Crossplane's compose passes %.0f%%, "+
 		"waiting for a pass once the providers had answered %.0f%%, the providers (the suite's fake) %.0f%%, "+
-		"the rest (before the first pass, a TTL's wait) %.0f%%; %.1f passes a claim (%.1f created something), "+
+		"the rest (before the first pass, a TTL's wait, the claim's sync) %.0f%%; %.1f passes a claim (%.1f created something), "+
 		"its last applying %d resources one after the other in %.1fs (p50)",
 		share(s.inPasses), share(s.worker), share(s.providers), share(rest),
 		float64(s.passes)/float64(s.claims), float64(s.creating)/float64(s.claims),
