@@ -62,6 +62,11 @@ var crossplaneFacts = []struct{ file, says, reliedOn string }{
 	{"internal/controller/apiextensions/composite/composition_functions.go",
 		"if err := c.client.Status().Patch(ctx, xr, client.Apply, client.ForceOwnership, client.FieldOwner(FieldOwnerXR)); err != nil {",
 		"TestLoad's passes end with the XR's status applied"},
+	// A composed resource's name is generated from its XR's crossplane.io/composite label (its value
+	// the XR's name; the key is crossplane-runtime's, v2.4.2 for this Crossplane, not read here)
+	// and "-": TestLoad's passes tell whose it is by its name.
+	{"internal/controller/apiextensions/composite/composition_render.go",
+		`cd.SetGenerateName(xr.GetLabels()[xcrd.LabelKeyNamePrefixForComposed] + "-")`, "TestLoad's passes"},
 	{"internal/controller/protection/usage/reconciler.go", "waitPollInterval = 30 * time.Second",
 		"a Usage being deleted is checked every 30 s (docs/platform.md)"},
 	{"cmd/crossplane/core/core.go", "CircuitBreakerBurst float64 `default:\"100.0\"", "docs/platform.md"},

@@ -38,8 +38,11 @@ type pass struct {
 
 // passes reads the compose passes over each XR from the audit log, from from until to. The
 // resource references are xr's; a composed resource is its XR's by name and namespace: Crossplane
-// names it after its XR (<xr>-<suffix>), in the XR's namespace or, for an XR without one,
-// cluster-scoped. A provider's write is the fake provider's: the test process's (e2e.test).
+// generates its name from the XR's crossplane.io/composite label, the XR's own name, and "-" and a
+// suffix (composition_render.go, held by TestCrossplaneFacts; names.ChildName truncates a name
+// too long for Kubernetes, which the suite's short XR names never are), in the XR's namespace or,
+// for an XR without one, cluster-scoped. A provider's write is the fake provider's: the test
+// process's (e2e.test).
 func (c *controlPlane) passes(xr schema.GroupVersionResource, from, to time.Time) (map[xrRef][]pass, error) {
 	type event struct {
 		at   time.Time
@@ -50,14 +53,13 @@ func (c *controlPlane) passes(xr schema.GroupVersionResource, from, to time.Time
 	err := c.auditEvents(from, to, func(e *auditv1.Event) {
 		o, at := e.ObjectRef, e.RequestReceivedTimestamp.Time
 		manager := fieldManager(e.RequestURI)
-		own := xrRef{o.Namespace, o.Name}
 		composer := xrRef{o.Namespace, o.Name[:max(0, strings.LastIndex(o.Name, "-"))]}
-		isXR := o.APIGroup == xr.Group && o.Resource == xr.Resource
 		switch {
-		case isXR && e.Verb == "patch" && manager == fieldOwnerXR && o.Subresource == "":
-			events = append(events, event{at: at, what: "start", xr: own})
-		case isXR && e.Verb == "patch" && manager == fieldOwnerXR && o.Subresource == "status":
-			events = append(events, event{at: at, what: "end", xr: own})
+		case o.APIGroup == xr.Group && o.Resource == xr.Resource && e.Verb == "patch" && manager == fieldOwnerXR:
+			what := map[string]string{"": "start", "status": "end"}[o.Subresource]
+			if what != "" {
+				events = append(events, event{at: at, what: what, xr: xrRef{o.Namespace, o.Name}})
+			}
 		case e.Verb == "patch" && strings.HasPrefix(manager, fieldOwnerComposed) && e.ResponseStatus != nil:
 			what := "applied"
 			if e.ResponseStatus.Code == 201 {
