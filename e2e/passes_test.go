@@ -186,6 +186,11 @@ func printPasses(t *testing.T, a *api, ks []*karpenter, created, readyAt []time.
 		}
 		s.add(created[i], readyAt[i], all[k.xr])
 	}
+	if err == nil && s.passes == 0 {
+		// A claim gets Ready only through a pass that ends before it shows Ready: none read
+		// means the reader is wrong, not the walk.
+		err = fmt.Errorf("no compose pass read from %s*.log ended before its claim was seen Ready", auditLog)
+	}
 	if err != nil {
 		t.Errorf("the claims' compose passes: %v", err)
 		return
