@@ -124,7 +124,8 @@ type walkShares struct {
 	lastTook                          []time.Duration
 }
 
-func (s *walkShares) add(created, ready time.Time, passes []pass) {
+// add counts one claim's walk, and returns how many of its passes it counted.
+func (s *walkShares) add(created, ready time.Time, passes []pass) (counted int) {
 	s.claims++
 	s.walk += ready.Sub(created)
 	var last *pass
@@ -136,6 +137,7 @@ func (s *walkShares) add(created, ready time.Time, passes []pass) {
 			break
 		}
 		s.passes++
+		counted++
 		if p.created > 0 {
 			s.creating++
 		}
@@ -152,6 +154,7 @@ func (s *walkShares) add(created, ready time.Time, passes []pass) {
 		s.lastApplied = append(s.lastApplied, last.applied)
 		s.lastTook = append(s.lastTook, last.end.Sub(last.start))
 	}
+	return counted
 }
 
 func (s *walkShares) String() string {
@@ -181,15 +184,12 @@ func printPasses(t *testing.T, a *api, ks []*karpenter, created, readyAt []time.
 	all, err := cp.passes(a.xrResource(), from, slices.MaxFunc(readyAt, time.Time.Compare).Add(time.Second))
 	var s walkShares
 	for i, k := range ks {
-		if len(all[k.xr]) == 0 && err == nil {
-			err = fmt.Errorf("no compose pass of %s read from %s*.log in %s", k.xr, auditLog, cp.logDir)
-		}
-		s.add(created[i], readyAt[i], all[k.xr])
-	}
-	if err == nil && s.passes == 0 {
-		// A claim gets Ready only through a pass that ends before it shows Ready: none read
+		// A claim gets Ready only through a pass that ended before it was seen Ready: none read
 		// means the reader is wrong, not the walk.
-		err = fmt.Errorf("no compose pass read from %s*.log ended before its claim was seen Ready", auditLog)
+		if s.add(created[i], readyAt[i], all[k.xr]) == 0 && err == nil {
+			err = fmt.Errorf("%d compose passes of %s read from %s*.log in %s, none ended before its claim was seen Ready at %s",
+				len(all[k.xr]), k.xr, auditLog, cp.logDir, readyAt[i].Format(time.RFC3339))
+		}
 	}
 	if err != nil {
 		t.Errorf("the claims' compose passes: %v", err)
