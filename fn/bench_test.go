@@ -92,7 +92,7 @@ func benchStates(b testing.TB) []benchState {
 // settled answers the function's requirements as Crossplane v2.4 does on a
 // reconcile after the first: with what it found the last time (here,
 // nothing: no other XR holds the cluster).
-func settled(b *requestBuilder) *requestBuilder { return b.requiring(claimRoles) }
+func settled(b *requestBuilder) *requestBuilder { return b.requiring() }
 
 // BenchmarkRunFunction is one in-process call for each state, with the
 // requirements already answered: ns/op, B/op, allocs/op, and how many

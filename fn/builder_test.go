@@ -30,10 +30,21 @@ type requestBuilder struct {
 	input    map[string]any
 	observed map[string]map[string]any
 	xrConds  []any
-	// required are the resources Crossplane resolved for each requirement;
-	// nil until it has.
-	required map[string][]map[string]any
+	// foreign are observed resources as given: not the XR's, Crossplane
+	// passes them because the XR's resource references name them.
+	foreign map[string]map[string]any
+	// existing are the objects of the control plane the function's
+	// requirements select from, once resolved is set: the request is then
+	// the last call of a reconcile, every requirement answered.
+	existing []map[string]any
+	resolved bool
 }
+
+// The UIDs of the stories' XRs.
+const (
+	xrUID           = "5f1a7c2e-3b4d-4e6f-8a9b-0c1d2e3f4a5b"
+	namespacedXRUID = "a7e2c9d1-6b3f-4a58-9c0e-1d2f3a4b5c6d"
+)
 
 func aRequest(t testing.TB) *requestBuilder {
 	return &requestBuilder{
@@ -41,7 +52,7 @@ func aRequest(t testing.TB) *requestBuilder {
 		xr: map[string]any{
 			"apiVersion": "platform.socle.do-now.io/v1alpha1",
 			"kind":       "XKarpenter",
-			"metadata":   map[string]any{"name": "team-a-karpenter-x7k2p"},
+			"metadata":   map[string]any{"name": "team-a-karpenter-x7k2p", "generateName": "karpenter-", "uid": xrUID},
 			"spec": map[string]any{
 				"claimRef":     map[string]any{"apiVersion": "platform.socle.do-now.io/v1alpha1", "kind": "Karpenter", "name": "karpenter", "namespace": "team-a"},
 				"cluster":      map[string]any{"name": clusterName, "region": region},
@@ -69,7 +80,7 @@ func aNamespacedRequest(t testing.TB) *requestBuilder {
 	b := aRequest(t)
 	b.xr["apiVersion"] = "platform.m.socle.do-now.io/v1alpha1"
 	b.xr["kind"] = "Karpenter"
-	b.xr["metadata"] = map[string]any{"name": "karpenter", "namespace": "team-a"}
+	b.xr["metadata"] = map[string]any{"name": "karpenter", "namespace": "team-a", "uid": namespacedXRUID}
 	delete(b.xr["spec"].(map[string]any), "claimRef")
 	return b
 }
@@ -200,14 +211,22 @@ func (b *requestBuilder) observing(objs map[resource.Name]map[string]any) *reque
 	return b
 }
 
-// requiring answers a requirement with what Crossplane found for it.
-// Crossplane answers every requirement of a response at once: the
-// function's others then resolve to nothing found.
-func (b *requestBuilder) requiring(name string, objs ...map[string]any) *requestBuilder {
-	if b.required == nil {
-		b.required = map[string][]map[string]any{claimRoles: nil, namespacedRoles: nil, claimLeases: nil, namespacedLeases: nil}
+// observingForeign adds an observed resource exactly as given: one the
+// XR's resource references name, which Crossplane passes whoever controls
+// it (or nobody).
+func (b *requestBuilder) observingForeign(name string, o map[string]any) *requestBuilder {
+	if b.foreign == nil {
+		b.foreign = map[string]map[string]any{}
 	}
-	b.required[name] = objs
+	b.foreign[name] = o
+	return b
+}
+
+// requiring makes the request the last call of a reconcile, where Crossplane
+// answered every requirement from what exists: objs, and nothing else.
+func (b *requestBuilder) requiring(objs ...map[string]any) *requestBuilder {
+	b.resolved = true
+	b.existing = append(b.existing, objs...)
 	return b
 }
 
@@ -225,20 +244,64 @@ func (b *requestBuilder) build() *fnv1.RunFunctionRequest {
 		req.Input = mustStruct(b.t, b.input)
 	}
 	for n, o := range b.observed {
+		req.Observed.Resources[n] = &fnv1.Resource{Resource: mustStruct(b.t, composedBy(xr, n, o))}
+	}
+	for n, o := range b.foreign {
 		req.Observed.Resources[n] = &fnv1.Resource{Resource: mustStruct(b.t, o)}
 	}
-	if b.required != nil {
-		req.RequiredResources = map[string]*fnv1.Resources{}
-		for n, objs := range b.required {
-			rs := &fnv1.Resources{}
-			for _, o := range objs {
-				rs.Items = append(rs.Items, &fnv1.Resource{Resource: mustStruct(b.t, o)})
-			}
-			req.RequiredResources[n] = rs
-		}
+	if b.resolved {
+		req.RequiredResources = resolve(b.t, req, b.existing)
 	}
 	req.Meta = &fnv1.RequestMeta{Tag: crossplaneTag(b.t, req)}
 	return req
+}
+
+// composedBy is o as Crossplane observes what xr composed as name: with the
+// metadata it renders on every composed resource (v2.4.2
+// composition_render.go, RenderComposedResourceMetadata): xr as its
+// controller, xr's namespace, the composite and claim labels, the
+// composition resource name. What o already says of these stays.
+func composedBy(xr map[string]any, name string, o map[string]any) map[string]any {
+	o = deepCopy(o)
+	xmd := xr["metadata"].(map[string]any)
+	md, _ := o["metadata"].(map[string]any)
+	if md == nil {
+		md = map[string]any{}
+		o["metadata"] = md
+	}
+	if _, ok := md["ownerReferences"]; !ok {
+		md["ownerReferences"] = []any{map[string]any{
+			"apiVersion": xr["apiVersion"], "kind": xr["kind"], "name": xmd["name"], "uid": xmd["uid"],
+			"controller": true, "blockOwnerDeletion": true,
+		}}
+	}
+	if ns, ok := xmd["namespace"]; ok {
+		md["namespace"] = ns
+	}
+	labels, _ := md["labels"].(map[string]any)
+	if labels == nil {
+		labels = map[string]any{}
+		md["labels"] = labels
+	}
+	set := func(k string, v any) {
+		if _, ok := labels[k]; !ok && v != nil && v != "" {
+			labels[k] = v
+		}
+	}
+	set("crossplane.io/composite", xmd["name"])
+	if ref, ok := xr["spec"].(map[string]any)["claimRef"].(map[string]any); ok {
+		set("crossplane.io/claim-name", ref["name"])
+		set("crossplane.io/claim-namespace", ref["namespace"])
+	}
+	annotations, _ := md["annotations"].(map[string]any)
+	if annotations == nil {
+		annotations = map[string]any{}
+		md["annotations"] = annotations
+	}
+	if _, ok := annotations["crossplane.io/composition-resource-name"]; !ok {
+		annotations["crossplane.io/composition-resource-name"] = name
+	}
+	return o
 }
 
 func mustStruct(t testing.TB, m map[string]any) *structpb.Struct {

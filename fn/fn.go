@@ -225,23 +225,9 @@ func (f *Function) compose(req *fnv1.RunFunctionRequest, objects any) (rsp *fnv1
 
 	// Which XRs hold or ask for the cluster: asked of Crossplane on every
 	// call, judged once it answered.
-	rsp.Requirements = &fnv1.Requirements{Resources: tenancy.Requirements(cfg)}
-	var roles, leases []resource.Required
-	resolved := true
-	for name := range rsp.Requirements.Resources {
-		found, ok, err := request.GetRequiredResource(req, name)
-		if err != nil {
-			response.Fatal(rsp, errors.Wrap(err, "cannot read the cluster's controller roles and leases"))
-			return rsp, composed
-		}
-		if tenancy.IsLeaseRequirement(name) {
-			leases = append(leases, found...)
-		} else {
-			roles = append(roles, found...)
-		}
-		resolved = resolved && ok
-	}
-	if !resolved {
+	reqs, rivals, done := tenancy.Ask(cfg, xr, req)
+	rsp.Requirements = &fnv1.Requirements{Resources: reqs}
+	if !done {
 		// Crossplane calls again, in the same reconcile, with the answer,
 		// and applies only that call's response: this one is discarded
 		// whole. So it says what it requires and nothing else.
@@ -253,11 +239,20 @@ func (f *Function) compose(req *fnv1.RunFunctionRequest, objects any) (rsp *fnv1
 		response.Fatal(rsp, errors.Wrap(err, "cannot get observed composed resources"))
 		return rsp, composed
 	}
+	// Only what the XR controls is its own: everything below reads,
+	// keeps and answers that alone.
+	observed, foreign := tenancy.Own(xr, observed)
+	if len(foreign) > 0 {
+		log.Debug("ignoring observed resources the XR does not control", "resources", foreign)
+	}
 	reported := awsres.ReadObserved(observed)
 	cfg.ClusterVersion = reported.ClusterVersion
 	errs = append(tenancy.Check(cfg, cfg.Owner.Namespace), awsres.CheckIdentity(cfg, observed)...)
 	errs = append(errs, cfg.CheckAMIsServe()...)
-	hold, e := tenancy.Holds(cfg, xr, roles, leases, observed, f.now())
+	if e := tenancy.Bound(oxr.Resource.Object, xr.API, observed); e != nil {
+		errs = append(errs, e)
+	}
+	hold, e := tenancy.Holds(cfg, xr, rivals, observed, f.now())
 	if e != nil {
 		errs = append(errs, e)
 	}

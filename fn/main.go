@@ -18,7 +18,7 @@ type CLI struct {
 	Address            string `default:":9443" help:"Address at which to listen for gRPC connections."`
 	TLSCertsDir        string `env:"TLS_SERVER_CERTS_DIR" help:"Directory containing server certs (tls.key, tls.crt) and the CA used to verify client certificates (ca.crt)"`
 	Insecure           bool   `help:"Run without mTLS credentials. If you supply this flag --tls-certs-dir will be ignored."`
-	MaxRecvMessageSize int    `default:"4" help:"Maximum size of received messages in MB."`
+	MaxRecvMessageSize int    `default:"64" help:"Maximum size of received messages in MB. A request carries every object labelled as a lease or controller role for the XR's cluster in the namespaces the platform gives it to: tenants there can inflate it (docs/platform.md, \"Who is trusted with what\")."`
 	MetricsAddress     string `default:":8080" help:"Address at which to serve Prometheus metrics (the SDK's gRPC server metrics and function_karpenter_answers_total); empty: none."`
 	CachedXRs          int    `default:"1000" help:"How many XRs' last answers to keep, to answer a settled XR's unchanged request without composing it again (0: no cache)."`
 }

@@ -62,7 +62,7 @@ func TestInvariantsUnderRandomProviders(t *testing.T) {
 				for call := 0; call < calls; call++ {
 					b := a.request(t).observing(observed)
 					if rng.Intn(2) == 0 {
-						b = b.requiring(claimRoles).requiring(namespacedRoles)
+						b = b.requiring()
 					}
 					req := b.build()
 					if seed%2 == 1 {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/crossplane/crossplane-runtime/v2/pkg/fieldpath"
 	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
 	"github.com/crossplane/function-sdk-go/resource"
 	"github.com/google/go-cmp/cmp"
@@ -246,52 +247,20 @@ func TestIdentityIsImmutable(t *testing.T) {
 	}
 }
 
-// The requirements the function asks for: the controller roles of each API.
-const (
-	claimRoles       = "cluster-controller-roles-claim"
-	namespacedRoles  = "cluster-controller-roles-namespaced"
-	claimLeases      = "cluster-leases-claim"
-	namespacedLeases = "cluster-leases-namespaced"
-)
-
-// namespacedRole is a controller role for prod-eu as Crossplane labels it
-// when the namespaced XR namespace/xr composed it.
-func namespacedRole(xr, namespace, created string) map[string]any {
-	r := controllerRole(xr, "", "", created)
-	r["apiVersion"] = "iam.aws.m.upbound.io/v1beta1"
-	r["metadata"].(map[string]any)["namespace"] = namespace
-	return r
-}
-
-// controllerRole is a controller role for prod-eu as Crossplane labels it
-// when XR xr, claimed from namespace/claim (empty for none), composed it.
-func controllerRole(xr, namespace, claim, created string) map[string]any {
-	labels := map[string]any{
-		"crossplane.io/composite":              xr,
-		"socle.do-now.io/cluster":              "prod-eu",
-		"socle.do-now.io/composition-resource": "controller-role",
-	}
-	if claim != "" {
-		labels["crossplane.io/claim-namespace"] = namespace
-		labels["crossplane.io/claim-name"] = claim
-	}
-	return map[string]any{
-		"apiVersion": "iam.aws.upbound.io/v1beta1",
-		"kind":       "Role",
-		"metadata":   map[string]any{"name": xr + "-controller-role", "labels": labels, "creationTimestamp": created},
-	}
-}
-
 // TestOneKarpenterPerCluster checks that a cluster another XR holds cannot
 // be claimed again, even from a namespace the platform allows: both would
-// manage the same AWS role, queue and rules.
+// manage the same AWS role, queue and rules. A rival counts only when the
+// XR that controls it exists; no refusal names it.
 func TestOneKarpenterPerCluster(t *testing.T) {
 	const (
-		self    = "team-a-karpenter-x7k2p" // aRequest's XR
 		earlier = "2026-11-01T10:00:00Z"
 		later   = "2026-11-02T10:00:00Z"
 	)
-	other := controllerRole("team-c-karpenter-q9w8e", "team-c", "karpenter", earlier)
+	teamC := claimXR("team-c-karpenter-q9w8e", "team-c", "prod-eu")
+	other := controllerRole(teamC, earlier)
+	platform := claimXR("platform-karpenter", "", "prod-eu")
+	nsC := namespacedXR("karpenter", "team-c", "prod-eu")
+	self := func(b *requestBuilder) map[string]any { return controllerRole(b.xr, earlier) }
 	cases := map[string]struct {
 		reason string
 		req    *requestBuilder
@@ -303,68 +272,102 @@ func TestOneKarpenterPerCluster(t *testing.T) {
 		},
 		"NoRoleYet": {
 			reason: "Nobody holds the cluster.",
-			req:    aRequest(t).requiring(claimRoles),
+			req:    aRequest(t).requiring(),
 		},
 		"OwnRoleOnly": {
 			reason: "The XR's own role is not a rival.",
-			req:    aRequest(t).requiring(claimRoles, controllerRole(self, "team-a", "karpenter", earlier)),
+			req:    func() *requestBuilder { b := aRequest(t); return b.requiring(self(b)) }(),
 		},
 		"HeldByAnotherClaim": {
-			reason: "team-c's claim holds prod-eu: team-a's is refused and says by whom.",
-			req:    aRequest(t).requiring(claimRoles, other),
-			want:   `spec.cluster.name: Forbidden: cluster "prod-eu" is already claimed by claim team-c/karpenter`,
+			reason: "team-c's claim holds prod-eu: team-a's is refused, without learning by whom.",
+			req:    aRequest(t).requiring(other, teamC),
+			want:   `spec.cluster.name: Forbidden: cluster "prod-eu" is already claimed: one Karpenter per cluster`,
 		},
 		"HeldByThePlatform": {
-			reason: "An XR without a claim holds prod-eu.",
-			req:    aRequest(t).requiring(claimRoles, controllerRole("platform-karpenter", "", "", earlier)),
-			want:   `cluster "prod-eu" is already claimed by XKarpenter platform-karpenter`,
+			reason: "An XR without a claim holds prod-eu: its name is not told (a claim's spec.resourceRef would need it).",
+			req:    aRequest(t).requiring(controllerRole(platform, earlier), platform),
+			want:   `cluster "prod-eu" is already claimed: one Karpenter per cluster`,
+		},
+		"HolderDeleted": {
+			reason: "A role whose XR no longer exists holds nothing (a forged one, or one left behind).",
+			req:    aRequest(t).requiring(other),
+		},
+		"HolderBeingDeleted": {
+			reason: "A role whose XR is being deleted holds nothing more: its cluster is being freed.",
+			req:    aRequest(t).requiring(other, with(teamC, "metadata.deletionTimestamp", earlier)),
+		},
+		"HolderOfAnotherUID": {
+			reason: "An XR of the holder's name that is not the one that composed the role (a new one, after the old was deleted) does not make it hold.",
+			req:    aRequest(t).requiring(other, with(teamC, "metadata.uid", "0b9d1c3e-0000-4000-8000-000000000000")),
+		},
+		"HolderAsksForAnotherCluster": {
+			reason: "A role labelled for prod-eu whose XR asks for prod-us holds nothing of prod-eu.",
+			req:    aRequest(t).requiring(other, with(teamC, "spec.cluster.name", "prod-us")),
 		},
 		"RaceLostByTheYounger": {
 			reason: "Both XRs composed a role at once: the one with the younger role gives way.",
-			req:    aRequest(t).requiring(claimRoles, controllerRole(self, "team-a", "karpenter", later), other),
-			want:   `already claimed by claim team-c/karpenter`,
+			req: func() *requestBuilder {
+				b := aRequest(t)
+				return b.requiring(controllerRole(b.xr, later), other, teamC)
+			}(),
+			want: `cluster "prod-eu" is already claimed: one Karpenter per cluster`,
 		},
 		"NamespacedXRHeldByAClaim": {
 			reason: "team-c's claim holds prod-eu: team-a's namespaced XR is refused, across APIs.",
-			req:    aNamespacedRequest(t).requiring(claimRoles, other),
-			want:   `cluster "prod-eu" is already claimed by claim team-c/karpenter`,
+			req:    aNamespacedRequest(t).requiring(other, teamC),
+			want:   `cluster "prod-eu" is already claimed: one Karpenter per cluster`,
 		},
 		"ClaimHeldByANamespacedXR": {
 			reason: "team-c's namespaced XR holds prod-eu: team-a's claim is refused, across APIs.",
-			req:    aRequest(t).requiring(namespacedRoles, namespacedRole("karpenter", "team-c", earlier)),
-			want:   `cluster "prod-eu" is already claimed by Karpenter team-c/karpenter`,
+			req:    aRequest(t).requiring(controllerRole(nsC, earlier), nsC),
+			want:   `cluster "prod-eu" is already claimed: one Karpenter per cluster`,
 		},
 		"OwnNamespacedRole": {
 			reason: "The namespaced XR's own role, in its own namespace, is not a rival.",
-			req:    aNamespacedRequest(t).requiring(namespacedRoles, namespacedRole("karpenter", "team-a", earlier)),
+			req:    func() *requestBuilder { b := aNamespacedRequest(t); return b.requiring(self(b)) }(),
 		},
 		"SameNameInAnotherNamespace": {
 			reason: "Two namespaced XRs may share a name: team-c/karpenter's older role holds the cluster against team-a/karpenter.",
-			req: aNamespacedRequest(t).requiring(namespacedRoles,
-				namespacedRole("karpenter", "team-a", later), namespacedRole("karpenter", "team-c", earlier)),
-			want: `cluster "prod-eu" is already claimed by Karpenter team-c/karpenter`,
+			req: func() *requestBuilder {
+				b := aNamespacedRequest(t)
+				return b.requiring(controllerRole(b.xr, later), controllerRole(nsC, earlier), nsC)
+			}(),
+			want: `cluster "prod-eu" is already claimed: one Karpenter per cluster`,
 		},
 		"RaceWonByTheOlder": {
 			reason: "Both XRs composed a role at once: the one with the older role keeps the cluster.",
-			req: aRequest(t).requiring(claimRoles, controllerRole(self, "team-a", "karpenter", earlier),
-				controllerRole("team-c-karpenter-q9w8e", "team-c", "karpenter", later)),
+			req: func() *requestBuilder {
+				b := aRequest(t)
+				own := controllerRole(b.xr, earlier)
+				return b.observing(map[resource.Name]map[string]any{"controller-role": own}).requiring(own, controllerRole(teamC, later), teamC)
+			}(),
 		},
 		"SquatterOutsideTheTenancy": {
-			reason: "A labelled Role in a namespace the tenancy does not give prod-eu to holds nothing.",
-			req:    aRequest(t).requiring(namespacedRoles, namespacedRole("karpenter", "team-z", earlier)),
+			reason: "A namespaced XR's role in a namespace the tenancy does not give prod-eu to is not even asked for.",
+			req: func() *requestBuilder {
+				z := namespacedXR("karpenter", "team-z", "prod-eu")
+				return aRequest(t).requiring(controllerRole(z, earlier), z)
+			}(),
 		},
 		"RoleNoXRComposed": {
-			reason: "A labelled Role that no XR composed (Crossplane labels what it composes) holds nothing.",
-			req: aRequest(t).requiring(claimRoles, func() map[string]any {
-				r := controllerRole("x", "", "", earlier)
-				delete(r["metadata"].(map[string]any)["labels"].(map[string]any), "crossplane.io/composite")
+			reason: "A labelled Role that no XR controls holds nothing.",
+			req: aRequest(t).requiring(func() map[string]any {
+				r := controllerRole(teamC, earlier)
+				delete(r["metadata"].(map[string]any), "ownerReferences")
 				return r
-			}()),
+			}(), teamC),
+		},
+		"OtherTenantsClaim": {
+			reason: "A role of a claim from a namespace the tenancy does not give prod-eu to holds nothing.",
+			req: func() *requestBuilder {
+				b := claimXR("team-b-karpenter-m3n4p", "team-b", "prod-eu")
+				return aRequest(t).requiring(controllerRole(b, earlier), b)
+			}(),
 		},
 		"HolderHiddenFromNonMember": {
 			reason: "team-b, to which prod-eu is not given, is refused without learning who holds it.",
-			req:    aRequest(t).withSpec("claimRef.namespace", "team-b").requiring(claimRoles, other),
-			want:   `cluster "prod-eu" is already claimed: one Karpenter per cluster`,
+			req:    aRequest(t).withSpec("claimRef.namespace", "team-b").requiring(other, teamC),
+			want:   `claims from namespace "team-b" may not target cluster "prod-eu"`,
 		},
 	}
 	for name, tc := range cases {
@@ -373,27 +376,92 @@ func TestOneKarpenterPerCluster(t *testing.T) {
 			tc.req.withInput("tenancy.clusters", []any{declared(clusterName, account, region, "team-a", "team-c")})
 			rsp := run(t, tc.req.build())
 			checkDecision(t, tc.reason, tc.want, rsp)
-			// Every answer asks again, so a rival that appears later is seen.
-			// Roles and leases of both APIs, the namespaced ones in every
-			// namespace, so a claim and a namespaced XR see each other.
-			reqs := rsp.GetRequirements().GetResources()
-			if len(reqs) != 4 {
-				t.Errorf("requirements %v, want the roles and leases of both APIs", reqs)
+			for _, hidden := range []string{"team-c-karpenter-q9w8e", "platform-karpenter", "team-c/karpenter"} {
+				if strings.Contains(fatal(rsp), hidden) {
+					t.Errorf("%s\nthe refusal names %s: %s", tc.reason, hidden, fatal(rsp))
+				}
 			}
-			for key, want := range map[string][3]string{
-				claimRoles:       {"iam.aws.upbound.io/v1beta1", "Role", "controller-role"},
-				namespacedRoles:  {"iam.aws.m.upbound.io/v1beta1", "Role", "controller-role"},
-				claimLeases:      {"kubernetes.crossplane.io/v1alpha2", "Object", "cluster-lease"},
-				namespacedLeases: {"kubernetes.m.crossplane.io/v1alpha1", "Object", "cluster-lease"},
-			} {
+			// Every answer asks again, so a rival that appears later is seen:
+			// roles and leases of the claim API and the platform's XRs at the
+			// cluster scope, of namespaced XRs in each namespace prod-eu is
+			// given to, and nowhere else.
+			reqs := rsp.GetRequirements().GetResources()
+			want := map[string][3]string{
+				"cluster-controller-roles-claim": {"iam.aws.upbound.io/v1beta1", "Role", ""},
+				"cluster-leases-claim":           {"kubernetes.crossplane.io/v1alpha2", "Object", ""},
+			}
+			for _, ns := range []string{"team-a", "team-c"} {
+				want["cluster-controller-roles-namespaced/"+ns] = [3]string{"iam.aws.m.upbound.io/v1beta1", "Role", ns}
+				want["cluster-leases-namespaced/"+ns] = [3]string{"kubernetes.m.crossplane.io/v1alpha1", "Object", ns}
+			}
+			for key, w := range want {
 				sel := reqs[key]
-				wantLabels := map[string]string{"socle.do-now.io/cluster": "prod-eu", "socle.do-now.io/composition-resource": want[2]}
-				if sel.GetApiVersion() != want[0] || sel.GetKind() != want[1] || sel.GetNamespace() != "" || !cmp.Equal(wantLabels, sel.GetMatchLabels().GetLabels()) {
-					t.Errorf("requirement %s %v, want the %s %ss labelled %v in every namespace", key, sel, want[0], want[1], wantLabels)
+				what := map[string]string{"Role": "controller-role", "Object": "cluster-lease"}[w[1]]
+				wantLabels := map[string]string{"socle.do-now.io/cluster": "prod-eu", "socle.do-now.io/composition-resource": what}
+				if sel.GetApiVersion() != w[0] || sel.GetKind() != w[1] || sel.GetNamespace() != w[2] || (w[2] == "") != (sel.Namespace == nil) ||
+					!cmp.Equal(wantLabels, sel.GetMatchLabels().GetLabels()) {
+					t.Errorf("requirement %s %v, want the %s %ss labelled %v in namespace %q", key, sel, w[0], w[1], wantLabels, w[2])
+				}
+			}
+			for key := range reqs {
+				if _, ok := want[key]; !ok && !strings.HasPrefix(key, "composite/") {
+					t.Errorf("requirement %s %v: nothing else is asked for", key, reqs[key])
 				}
 			}
 		})
 	}
+}
+
+// claimXR is the XKarpenter Crossplane created for claim namespace/karpenter
+// asking for cluster (the platform's own when namespace is empty), with a
+// UID of its own.
+func claimXR(name, namespace, cluster string) map[string]any {
+	xr := map[string]any{
+		"apiVersion": "platform.socle.do-now.io/v1alpha1",
+		"kind":       "XKarpenter",
+		"metadata":   map[string]any{"name": name, "uid": "uid-" + name},
+		"spec":       map[string]any{"cluster": map[string]any{"name": cluster}},
+	}
+	if namespace != "" {
+		xr["metadata"].(map[string]any)["generateName"] = "karpenter-"
+		xr["spec"].(map[string]any)["claimRef"] = map[string]any{"apiVersion": "platform.socle.do-now.io/v1alpha1", "kind": "Karpenter", "name": "karpenter", "namespace": namespace}
+	}
+	return xr
+}
+
+// namespacedXR is team namespace's Karpenter XR asking for cluster.
+func namespacedXR(name, namespace, cluster string) map[string]any {
+	return map[string]any{
+		"apiVersion": "platform.m.socle.do-now.io/v1alpha1",
+		"kind":       "Karpenter",
+		"metadata":   map[string]any{"name": name, "namespace": namespace, "uid": "uid-" + namespace + "-" + name},
+		"spec":       map[string]any{"cluster": map[string]any{"name": cluster}},
+	}
+}
+
+// with is o with the dotted path set to v.
+func with(o map[string]any, path string, v any) map[string]any {
+	o = deepCopy(o)
+	if err := fieldpath.Pave(o).SetValue(path, v); err != nil {
+		panic(err)
+	}
+	return o
+}
+
+// controllerRole is the controller role for prod-eu that xr composed, as
+// Crossplane renders it (composedBy), created at created.
+func controllerRole(xr map[string]any, created string) map[string]any {
+	gv := map[string]string{"XKarpenter": "iam.aws.upbound.io/v1beta1", "Karpenter": "iam.aws.m.upbound.io/v1beta1"}[xr["kind"].(string)]
+	r := composedBy(xr, "controller-role", map[string]any{
+		"apiVersion": gv,
+		"kind":       "Role",
+		"metadata": map[string]any{
+			"name":              xr["metadata"].(map[string]any)["name"].(string) + "-controller-role",
+			"labels":            map[string]any{"socle.do-now.io/cluster": "prod-eu", "socle.do-now.io/composition-resource": "controller-role"},
+			"creationTimestamp": created,
+		},
+	})
+	return r
 }
 
 // TestClustersShareOneControlPlane walks two claims for two clusters to

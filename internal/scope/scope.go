@@ -22,6 +22,7 @@ import (
 	mEKS "github.com/upbound/provider-aws/v2/apis/namespaced/eks/v1beta1"
 	mIAM "github.com/upbound/provider-aws/v2/apis/namespaced/iam/v1beta1"
 	mSQS "github.com/upbound/provider-aws/v2/apis/namespaced/sqs/v1beta1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -243,6 +244,29 @@ type XR struct {
 	// Namespace is the XR's namespace; empty for a cluster-scoped XR.
 	Namespace string
 	Name      string
+	// UID is the XR's metadata.uid, which Crossplane writes into the
+	// controller reference of everything the XR composes.
+	UID string
+}
+
+// Controls tells whether o is x's own: its controller reference names x's
+// kind, name and UID, and it lives where x composes (x's namespace, for a
+// namespaced XR). Crossplane sets that reference on everything it composes
+// for x, and passes as observed, beside those, any object of x's namespace
+// that x's spec.crossplane.resourceRefs name with no controller at all
+// (Crossplane v2.4.2 composition_functions.go, ObserveComposedResources, which
+// skips only objects another XR controls): a tenant writes those. Labels and
+// annotations are anyone's to write; the UID is not.
+func (x XR) Controls(o metav1.Object) bool {
+	if x.UID == "" || (x.API.Namespaced && o.GetNamespace() != x.Namespace) {
+		return false
+	}
+	c := metav1.GetControllerOfNoCopy(o)
+	if c == nil {
+		return false
+	}
+	gv, err := schema.ParseGroupVersion(c.APIVersion)
+	return err == nil && gv.Group == x.API.XR.Group && c.Kind == x.API.XR.Kind && c.Name == x.Name && string(c.UID) == x.UID
 }
 
 // Read identifies the observed XR.
@@ -253,7 +277,7 @@ func Read(xr map[string]any) (XR, error) {
 	if err != nil {
 		return XR{}, err
 	}
-	x := XR{API: api, Namespace: str(md, "namespace"), Name: str(md, "name")}
+	x := XR{API: api, Namespace: str(md, "namespace"), Name: str(md, "name"), UID: str(md, "uid")}
 	if api.Namespaced && x.Namespace == "" {
 		return XR{}, fmt.Errorf("a %s %s has no namespace", api.XR.Kind, x.Name)
 	}

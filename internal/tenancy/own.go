@@ -1,0 +1,88 @@
+package tenancy
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/crossplane/function-sdk-go/resource"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/do-now/function-karpenter/internal/scope"
+)
+
+// Labels Crossplane sets on what a claim's XR composes, from the XR's
+// labels, which its claim's syncer sets with spec.claimRef when it creates
+// or binds the XR (Crossplane v2.4.2 internal/controller/apiextensions/
+// composite/composition_render.go, RenderComposedResourceMetadata;
+// claim/syncer_ssa.go, Sync).
+const (
+	claimNameLabel      = "crossplane.io/claim-name"
+	claimNamespaceLabel = "crossplane.io/claim-namespace"
+)
+
+// Own keeps, of what Crossplane observed for xr, what xr controls (see
+// scope.XR.Controls), and names the rest. Crossplane never deletes an
+// observed object without a controller reference, nor one another XR
+// controls (composition_functions.go, GarbageCollectComposedResources), so
+// leaving the rest out of the answer deletes nothing: Crossplane only drops
+// it from the XR's resource references.
+func Own(xr scope.XR, observed map[resource.Name]resource.ObservedComposed) (own map[resource.Name]resource.ObservedComposed, foreign []string) {
+	own = make(map[resource.Name]resource.ObservedComposed, len(observed))
+	for n, o := range observed {
+		if o.Resource != nil && xr.Controls(o.Resource) {
+			own[n] = o
+			continue
+		}
+		foreign = append(foreign, string(n))
+	}
+	sort.Strings(foreign)
+	return own, foreign
+}
+
+// Bound refuses a claim's XR that Crossplane did not create for that
+// claim. Crossplane binds a claim whose spec.resourceRef names an XR with
+// no claim yet (claim/reconciler.go: "A claim might be able to delete an XR
+// it's not bound to"), and deleting the claim then deletes that XR and
+// everything it composed. An XR Crossplane created for a claim was named
+// after it (metadata.generateName "<claim>-", syncer_ssa.go) and carried
+// the claim's labels before it composed anything, so every resource it
+// composed carries them too. An XR bound later fails one or the other.
+// own is what the XR controls (Own).
+func Bound(xr map[string]any, api scope.API, own map[resource.Name]resource.ObservedComposed) *field.Error {
+	if !api.Claims {
+		return nil
+	}
+	ref, ok, _ := unstructured.NestedStringMap(xr, "spec", "claimRef")
+	if !ok {
+		return nil // the platform's own XR
+	}
+	claim := ref["namespace"] + "/" + ref["name"]
+	refuse := func(why string) *field.Error {
+		return field.Forbidden(field.NewPath("spec", "claimRef"), fmt.Sprintf(
+			"this XR was not created for claim %s (%s): a claim binds only the XR Crossplane creates for it; remove the claim's spec.resourceRef and create it again", claim, why))
+	}
+	u := unstructured.Unstructured{Object: xr}
+	if u.GetGenerateName() != ref["name"]+"-" {
+		return refuse("its name was not generated from the claim's")
+	}
+	for _, n := range sortedNames(own) {
+		o := own[n].Resource
+		if o.GetDeletionTimestamp() != nil {
+			continue
+		}
+		if l := o.GetLabels(); l[claimNameLabel] != ref["name"] || l[claimNamespaceLabel] != ref["namespace"] {
+			return refuse(fmt.Sprintf("it composed %s before the claim was bound", n))
+		}
+	}
+	return nil
+}
+
+func sortedNames(m map[resource.Name]resource.ObservedComposed) []resource.Name {
+	out := make([]resource.Name, 0, len(m))
+	for n := range m {
+		out = append(out, n)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
