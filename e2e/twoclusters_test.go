@@ -151,7 +151,7 @@ func testTwoClusters(t *testing.T, a *api, claimed map[string]*claimedCluster) {
 		t.Run("a "+b.kind+" for a cluster already held is refused", func(t *testing.T) {
 			c := newKarpenter(t, b, "team-c", eu.name, "prod-eu")
 			c.assertRefused(fmt.Sprintf("team-c asks for prod-eu with a %s, which %s holds", b.kind, eu), "Refused",
-				"already claimed", `"prod-eu"`, eu.ns+"/"+eu.name)
+				`cluster "prod-eu" is already claimed: one Karpenter per cluster`)
 		})
 	}
 	t.Run("a "+a.kind+" for another tenant's cluster is refused", func(t *testing.T) {
@@ -218,7 +218,7 @@ func TestOneKarpenterPerCluster(t *testing.T) {
 		t.Fatalf("%v\n%s%s", err, both[0].describe(), both[1].describe())
 	}
 	t.Logf("%s holds prod-eu; %s is refused: %s", holder, refused, refused.condition("Accepted")["message"])
-	refused.waitCondition("Accepted", "False", react, "already claimed", `"prod-eu"`, holder.ns+"/"+holder.name)
+	refused.waitCondition("Accepted", "False", react, `cluster "prod-eu" is already claimed: one Karpenter per cluster`)
 	checkLeaseOnly := func(when string) {
 		resources, usages := refused.composed()
 		if !equalSets(sortedKeys(resources), []string{lease}) || len(usages) != 0 {

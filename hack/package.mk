@@ -6,6 +6,8 @@
 #   make release VERSION=v0.1.0 REGISTRY=host:port/org
 #                                     push both packages to REGISTRY (VERSION must match ./VERSION)
 #   make package-measure              runtime image size and the function's cold start
+#   make admission CROSSPLANE_NAMESPACE=crossplane-system
+#                                     the tenant admission policy, for Crossplane in that namespace
 #
 # The runtime image is a static build of ./fn on an empty base (user 65532, port 9443, entrypoint
 # /function), one per platform, written by tools/xpkg/cmd/runtime-image with go-containerregistry;
@@ -85,9 +87,19 @@ release-check:
 	  exit 1; fi
 
 .PHONY: release
-release: release-check package ## Push both packages to REGISTRY, tagged VERSION.
+release: release-check package admission ## Push both packages to REGISTRY, tagged VERSION; write the admission policy of the release.
 	$(CROSSPLANE) xpkg push -f $(subst $(space),$(comma),$(FUNCTION_XPKGS)) $(REGISTRY)/$(FUNCTION_PACKAGE):$(VERSION)
 	$(CROSSPLANE) xpkg push -f $(CONFIGURATION_XPKG) $(REGISTRY)/$(CONFIGURATION_PACKAGE):$(VERSION)
+	@echo "the release's admission policy, to apply on the control plane: $(ADMISSION)"
+
+# The tenant admission policy (admission/tenant-requests.yaml), a prerequisite the platform applies
+# on its control plane, written for the namespace Crossplane runs in and checked to be labelled
+# with ./VERSION (hack/admission).
+CROSSPLANE_NAMESPACE ?= crossplane-system
+ADMISSION := $(CURDIR)/_output/admission/karpenter-tenant-requests-$(PACKAGE_VERSION).yaml
+.PHONY: admission
+admission: ## The tenant admission policy for Crossplane in CROSSPLANE_NAMESPACE, into _output/admission/.
+	go run ./hack/admission -namespace $(CROSSPLANE_NAMESPACE) -version $(PACKAGE_VERSION) -o $(ADMISSION)
 
 # The test runs `make release` itself against an in-process registry on 127.0.0.1 (its timeout,
 # TEST_TIMEOUT, is in the Makefile).

@@ -343,8 +343,9 @@ func validatable(t *testing.T, rendered []byte) []byte {
 
 // TestRenderRefusesAClaimedCluster renders each example XR while another
 // claim's controller Role for prod-eu exists, as Crossplane would find it
-// for the function's requirements: the real CLI relays them, and the
-// function refuses with the field and the holder, whichever API asks.
+// for the function's requirements, with the XR that controls it: the real
+// CLI relays them, and the function refuses with the field, whichever API
+// asks, naming no holder.
 func TestRenderRefusesAClaimedCluster(t *testing.T) {
 	root, tmp := repoRoot(t), t.TempDir()
 	functions := functionsFile(t, root, tmp, startFunction(t, root, tmp))
@@ -358,9 +359,12 @@ func TestRenderRefusesAClaimedCluster(t *testing.T) {
 			if err := cmd.Run(); err == nil {
 				t.Fatalf("crossplane render composed for a cluster another claim holds:\n%s", stdout.String())
 			}
-			want := `spec.cluster.name: Forbidden: cluster "prod-eu" is already claimed by claim team-c/karpenter`
+			want := `spec.cluster.name: Forbidden: cluster "prod-eu" is already claimed: one Karpenter per cluster`
 			if !strings.Contains(stderr.String(), want) {
 				t.Errorf("crossplane render failed without saying %q:\n%s", want, stderr.String())
+			}
+			if strings.Contains(stderr.String(), "team-c") {
+				t.Errorf("the refusal names the holder:\n%s", stderr.String())
 			}
 		})
 	}
