@@ -19,7 +19,7 @@ import (
 	"k8s.io/client-go/rest"
 )
 
-// TestTenantAdmission installs examples/admission's policy on the real API server and sends, as a
+// TestTenantAdmission installs the tenant admission policy (admission/) on the real API server and sends, as a
 // tenant of team-a (impersonated, with RBAC on its namespace alone), the requests that would let a
 // tenant escape the platform's policy: binding an XR it did not create, choosing a Composition or a
 // revision, Manual updates. Each is refused by the API server, naming what was refused; the
@@ -27,7 +27,7 @@ import (
 // control plane runs it) may write the fields it owns. Every request is a dry run.
 func TestTenantAdmission(t *testing.T) {
 	timed(t)
-	objs, err := readObjects(filepath.Join("..", "examples", "admission", "tenant-requests.yaml"))
+	objs, err := readObjects(filepath.Join("..", "admission", "tenant-requests.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,36 +36,7 @@ func TestTenantAdmission(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := cp.ensureNamespace(t.Context(), "team-a"); err != nil {
-		t.Fatal(err)
-	}
-	const tenant = "tenant:team-a"
-	role := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-		"metadata": map[string]any{"name": "karpenter-tenant", "namespace": "team-a"},
-		"rules": []any{map[string]any{
-			"apiGroups": []any{"platform.socle.do-now.io", "platform.m.socle.do-now.io"},
-			"resources": []any{"karpenters"}, "verbs": []any{"get", "create", "update"},
-		}},
-	}}
-	binding := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-		"metadata": map[string]any{"name": "karpenter-tenant", "namespace": "team-a"},
-		"roleRef":  map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "karpenter-tenant"},
-		"subjects": []any{map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": tenant}},
-	}}
-	for _, o := range []*unstructured.Unstructured{role, binding} {
-		if err := cp.apply(t.Context(), o); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cfg := rest.CopyConfig(cp.cfg)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: tenant, Groups: []string{"system:authenticated"}}
-	asTenant, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-
+	asTenant := tenantClient(t, "team-a")
 	for _, a := range apis {
 		t.Run(a.name, func(t *testing.T) {
 			base, err := readObjects(filepath.Join("..", a.example))
@@ -140,6 +111,129 @@ func TestTenantAdmission(t *testing.T) {
 			}
 			t.Log(fmt.Sprintf("%d escapes refused at admission", len(cases)))
 		})
+	}
+}
+
+// tenant is the user tenantClient acts as.
+const tenant = "tenant:team-a"
+
+// tenantClient is a client acting as a tenant of ns (impersonated), with RBAC on ns's
+// Karpenter requests alone: what a tenant may do.
+func tenantClient(t *testing.T, ns string) dynamic.Interface {
+	t.Helper()
+	if err := cp.ensureNamespace(t.Context(), ns); err != nil {
+		t.Fatal(err)
+	}
+	role := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+		"metadata": map[string]any{"name": "karpenter-tenant", "namespace": ns},
+		"rules": []any{map[string]any{
+			"apiGroups": []any{"platform.socle.do-now.io", "platform.m.socle.do-now.io"},
+			"resources": []any{"karpenters"}, "verbs": []any{"get", "create", "update"},
+		}},
+	}}
+	binding := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+		"metadata": map[string]any{"name": "karpenter-tenant", "namespace": ns},
+		"roleRef":  map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "karpenter-tenant"},
+		"subjects": []any{map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": tenant}},
+	}}
+	for _, o := range []*unstructured.Unstructured{role, binding} {
+		if err := cp.apply(t.Context(), o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := rest.CopyConfig(cp.cfg)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: tenant, Groups: []string{"system:authenticated"}}
+	c, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TestClaimBindsOnlyItsOwnXR: the platform's own XKarpenter (no claim) exists; team-a's tenant
+// creates a claim whose spec.resourceRef names it. Without the admission policy, Crossplane
+// binds the claim to it (its claim reconciler binds an XR with no claimRef, writing the claim's
+// spec and claimRef on it) and the function refuses the XR, composing nothing, the refusal
+// naming only the tenant's claim. With the policy (admission/), the API server refuses the
+// claim. Deleting the bound claim deletes the platform's XR: only the policy prevents that.
+func TestClaimBindsOnlyItsOwnXR(t *testing.T) {
+	timed(t)
+	ctx := t.Context()
+	xrs := cp.dyn.Resource(claimAPI.xr)
+	platform := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "platform.socle.do-now.io/v1alpha1", "kind": "XKarpenter",
+		"metadata": map[string]any{"name": "platform-unclaimed"},
+		// A cluster the tenancy does not declare: the platform's XR composes nothing of its own.
+		"spec": map[string]any{"cluster": map[string]any{"name": "unclaimed"}},
+	}}
+	if _, err := xrs.Create(ctx, platform, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx := context.Background()
+		_ = xrs.Delete(ctx, "platform-unclaimed", metav1.DeleteOptions{})
+		_ = waitFor(ctx, time.Minute, "the platform's XR gone", func() (bool, error) {
+			_, err := xrs.Get(ctx, "platform-unclaimed", metav1.GetOptions{})
+			return apierrors.IsNotFound(err), nil
+		})
+	})
+	policy, err := readObjects(filepath.Join("..", "admission", "tenant-requests.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bindings := cp.dyn.Resource(schema.GroupVersionResource{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingadmissionpolicybindings"})
+	// Without the policy: a test before may have installed it.
+	for _, o := range policy {
+		if o.GetKind() == "ValidatingAdmissionPolicyBinding" {
+			if err := bindings.Delete(ctx, o.GetName(), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				t.Fatal(err)
+			}
+		}
+	}
+	asTenant := tenantClient(t, "team-a")
+	objs, err := readObjects(filepath.Join("..", claimAPI.example))
+	if err != nil {
+		t.Fatal(err)
+	}
+	claim := objs[0]
+	claim.SetNamespace("team-a")
+	claim.SetName("binder")
+	_ = unstructured.SetNestedField(claim.Object, map[string]any{"apiVersion": "platform.socle.do-now.io/v1alpha1", "kind": "XKarpenter", "name": "platform-unclaimed"}, "spec", "resourceRef")
+	// The API server takes a moment to drop the binding and to see the tenant's RoleBinding.
+	if err := waitFor(ctx, 30*time.Second, "the tenant's claim admitted", func() (bool, error) {
+		_, err := asTenant.Resource(claimAPI.tenant).Namespace("team-a").Create(ctx, claim, metav1.CreateOptions{})
+		return err == nil, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	c := &karpenter{t: t, ctx: ctx, api: claimAPI, ns: "team-a", name: "binder", xr: xrRef{name: "platform-unclaimed"}}
+	t.Cleanup(func() {
+		if c.exists() {
+			c.deleteAndWait()
+		}
+	})
+	c.wait(react, "Crossplane binding the claim to the platform's XR", func() (bool, error) {
+		ref, _, _ := unstructured.NestedString(c.getXR().Object, "spec", "claimRef", "name")
+		return ref == "binder", nil
+	})
+	c.assertRefused("a claim bound to the platform's own XR", "Refused",
+		`spec.claimRef: Forbidden: this XR was not created for claim team-a/binder`)
+
+	// With the policy, the same request is refused at admission.
+	for _, o := range policy {
+		if err := cp.apply(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	claim.SetName("binder-2")
+	want := "resourceRef may not be set or changed"
+	if err := waitFor(ctx, 30*time.Second, "the policy refusing the binding", func() (bool, error) {
+		_, err := asTenant.Resource(claimAPI.tenant).Namespace("team-a").Create(ctx, claim, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return refusedBy(err, want), nil
+	}); err != nil {
+		t.Fatal(err)
 	}
 }
 

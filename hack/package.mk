@@ -83,7 +83,8 @@ package: $(CROSSPLANE) ## Build the Function (one xpkg per platform) and Configu
 release-check:
 	@if [ "$(VERSION)" != "$(PACKAGE_VERSION)" ]; then \
 	  echo "VERSION=$(VERSION) but ./VERSION says $(PACKAGE_VERSION): set the new version in VERSION," >&2; \
-	  echo "crossplane.yaml (the function dependency) and examples/functions.yaml, and commit" >&2; \
+	  echo "crossplane.yaml (the function dependency), examples/functions.yaml and the labels of" >&2; \
+	  echo "admission/tenant-requests.yaml, and commit" >&2; \
 	  exit 1; fi
 
 .PHONY: release
