@@ -116,7 +116,7 @@ func Identity(c *config.Config) (Resources, error) {
 }
 
 // Wiring returns step two: the queue policy that lets only the five rules
-// send, one target per rule, and the Pod Identity association. It uses the
+// send and only the controller role receive, one target per rule, and the Pod Identity association. It uses the
 // identifiers AWS reported, falling back to the derived ones for a resource
 // that exists already while its prerequisite is momentarily unobserved.
 func Wiring(c *config.Config, o Observed) Resources {
@@ -137,7 +137,7 @@ func Wiring(c *config.Config, o Observed) Resources {
 				ForProvider: sqs.QueuePolicyParameters{
 					Region:   ptr(c.Spec.Cluster.Region),
 					QueueURL: ptr(queueURL),
-					Policy:   ptr(policy.InterruptionQueue(queueARN, ruleARNs).JSON()),
+					Policy:   ptr(policy.InterruptionQueue(queueARN, ruleARNs, roleARN).JSON()),
 				},
 			},
 		},
