@@ -1,7 +1,9 @@
 package awsres
 
 import (
+	"errors"
 	"fmt"
+	"regexp"
 	"sort"
 
 	xpv1 "github.com/crossplane/crossplane-runtime/v2/apis/common/v1"
@@ -32,11 +34,15 @@ const ClusterTag = config.ClusterLabel
 type Resources = map[resource.Name]runtime.Object
 
 // Identity returns step one: the controller role and its inline policy, the
-// interruption queue and the five rules, and the observed EKS cluster. It needs nothing observed: every ARN
-// it names is derived from the node role's account.
+// interruption queue and the five rules, and the observed EKS cluster. Every
+// ARN it names is derived from the node role's account; the policy also
+// names the cluster's VPC, which only the observed EKS cluster tells: until
+// then the policy has no document (ErrNoVPC), the step withholds it while it
+// does not exist (internal/sequence), and an existing one keeps the document
+// it has (internal/upgrade).
 func Identity(c *config.Config) (Resources, error) {
 	doc, err := ControllerPolicy(c)
-	if err != nil {
+	if err != nil && !errors.Is(err, ErrNoVPC) {
 		return nil, err
 	}
 	tags := tags(c)
@@ -67,7 +73,7 @@ func Identity(c *config.Config) (Resources, error) {
 			Spec: iam.RolePolicySpec{
 				ResourceSpec: resourceSpec(c),
 				ForProvider: iam.RolePolicyParameters{
-					Policy: ptr(doc),
+					Policy: optional(doc),
 					Role:   ptr(c.Names.Role),
 				},
 			},
@@ -181,12 +187,26 @@ func ControllerPolicy(c *config.Config) (string, error) {
 	return ControllerPolicyOf(c, string(c.Spec.Version))
 }
 
+// ErrNoVPC is ControllerPolicyOf's answer while the observed EKS cluster
+// reports no VPC: the policy names it.
+var ErrNoVPC = errors.New("the claimed cluster's VPC is not observed yet")
+
+// vpcID is what a VPC ID looks like. Anything else is refused: the ID goes
+// into an ArnLike condition, where a wildcard would match every VPC.
+var vpcID = regexp.MustCompile(`^vpc-[0-9a-f]+$`)
+
 // ControllerPolicyOf is the controller's inline policy for Karpenter
-// version.
+// version, in the claimed cluster's VPC.
 func ControllerPolicyOf(c *config.Config, version string) (string, error) {
 	v, err := versions.Get(version)
 	if err != nil {
 		return "", err
+	}
+	switch {
+	case c.ClusterVPC == "":
+		return "", ErrNoVPC
+	case !vpcID.MatchString(c.ClusterVPC):
+		return "", fmt.Errorf("the observed EKS cluster %q reports VPC %q, which is not a VPC ID", c.Spec.Cluster.Name, c.ClusterVPC)
 	}
 	doc := v.ControllerPolicy(policy.ControllerParams{
 		Partition:   string(c.Account.Partition),
@@ -196,6 +216,7 @@ func ControllerPolicyOf(c *config.Config, version string) (string, error) {
 		ClusterARN:  c.Account.ClusterARN(c.Spec.Cluster.Name),
 		QueueARN:    c.Account.QueueARN(c.Names.Queue),
 		NodeRoleARN: c.NodeRole.ARN,
+		VPC:         c.ClusterVPC,
 	}, c.Gates())
 	s := doc.JSON()
 	if len(s) > naming.MaxInlinePolicy {

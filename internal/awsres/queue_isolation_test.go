@@ -13,7 +13,8 @@ import (
 // The claimed cluster of the isolation tests, in its account.
 const isolationAccount = "111122223333"
 
-// isolationConfig is a claim for prod-eu, as the function loads it.
+// isolationConfig is a claim for prod-eu, as the function loads it, with
+// what the observed EKS cluster reports.
 func isolationConfig(t *testing.T) *config.Config {
 	t.Helper()
 	c, errs := config.Load(config.Owner{Namespace: "team-a", Name: "karpenter"}, map[string]any{
@@ -23,6 +24,7 @@ func isolationConfig(t *testing.T) *config.Config {
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
+	c.ClusterVPC = clusterVPC
 	return c
 }
 

@@ -16,15 +16,39 @@ type ControllerParams struct {
 	QueueARN string
 	// NodeRoleARN is the only role the controller may pass to EC2.
 	NodeRoleARN string
+	// VPC is the claimed cluster's VPC (vpc-0123…), as the observed EKS
+	// cluster reports it: the only VPC whose subnets and security groups
+	// the controller may launch with.
+	VPC string
 }
+
+// VPCARN is the ARN that ec2:Vpc compares with the VPC of a subnet or a
+// security group. Its account is a wildcard: a VPC shared through AWS RAM
+// belongs to its owner's account, not the cluster's, and a VPC ID is unique
+// across accounts.
+func (p ControllerParams) VPCARN() string {
+	return fmt.Sprintf("arn:%s:ec2:%s:*:vpc/%s", p.Partition, p.Region, p.VPC)
+}
+
+// ClusterTagValues are the values of the kubernetes.io/cluster/<name> tag
+// by which a capacity reservation is the cluster's: owned by it, or shared
+// with it (and other clusters, each by its own tag).
+var ClusterTagValues = []string{"owned", "shared"}
 
 // ControllerV1_14 is the controller policy of Karpenter's v1.14 reference
 // setup (its NodeLifecycle, IAMIntegration, EKSIntegration, Interruption and
 // ResourceDiscovery policies), statement for statement, with two removals:
 // the instance-profile writes (the nodes' instance profile already exists and
 // Karpenter only reads it) and the ARC zonal-shift read. PassRole is limited
-// to the one existing node role. internal/versions says which Karpenter
-// versions it serves.
+// to the one existing node role. And one change: upstream's
+// AllowScopedEC2InstanceAccessActions lets the controller launch with any
+// subnet, security group and capacity reservation of the account, so
+// whoever writes an EC2NodeClass (or runs as Karpenter's service account)
+// in one cluster could launch into another cluster's network and spend its
+// reservations. Here subnets and security groups must be in the cluster's
+// VPC (ec2:Vpc), and a capacity reservation must carry the cluster's tag,
+// which only the platform sets (the controller may tag nothing but what it
+// launches). internal/versions says which Karpenter versions it serves.
 func ControllerV1_14(p ControllerParams) Document {
 	ec2 := func(resource string) string {
 		return fmt.Sprintf("arn:%s:ec2:%s:%s", p.Partition, p.Region, resource)
@@ -45,8 +69,38 @@ func ControllerV1_14(p ControllerParams) Document {
 			{
 				Sid:      "AllowScopedEC2InstanceAccessActions",
 				Effect:   Allow,
-				Resource: ec2s(":image/*", ":snapshot/*", "*:security-group/*", "*:subnet/*", "*:capacity-reservation/*", "*:placement-group/*"),
+				Resource: ec2s(":image/*", ":snapshot/*", "*:placement-group/*"),
 				Action:   []string{"ec2:RunInstances", "ec2:CreateFleet"},
+			},
+			{
+				// ec2:Vpc (type ARN, "the ARN of the VPC") is a condition
+				// key of the subnet and security-group resource types of
+				// RunInstances and CreateFleet: Service Authorization
+				// Reference, Actions, resources, and condition keys for
+				// Amazon EC2,
+				// https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazonec2.html
+				// (and its example "launch instances into a specific VPC",
+				// https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/ExamplePolicies_EC2.html).
+				// Network interfaces stay as upstream scopes them: the
+				// ones a launch creates are in the subnet it names, which
+				// this statement confines.
+				Sid:       "AllowScopedEC2InstanceAccessActionsInClusterVPC",
+				Effect:    Allow,
+				Resource:  ec2s("*:security-group/*", "*:subnet/*"),
+				Action:    []string{"ec2:RunInstances", "ec2:CreateFleet"},
+				Condition: Condition{"ArnLike": {"ec2:Vpc": one(p.VPCARN())}},
+			},
+			{
+				// A reservation is the platform's to give: only those it
+				// tagged kubernetes.io/cluster/<cluster> owned or shared,
+				// none by default. aws:ResourceTag/${TagKey} is a condition
+				// key of the capacity-reservation resource type (same
+				// reference as above).
+				Sid:       "AllowScopedEC2CapacityReservationAccess",
+				Effect:    Allow,
+				Resource:  one(ec2("*:capacity-reservation/*")),
+				Action:    []string{"ec2:RunInstances", "ec2:CreateFleet"},
+				Condition: Condition{"StringEquals": {"aws:ResourceTag/" + clusterTag: ClusterTagValues}},
 			},
 			{
 				Sid:       "AllowScopedEC2LaunchTemplateAccessActions",

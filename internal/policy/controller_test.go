@@ -2,8 +2,10 @@ package policy_test
 
 import (
 	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 
@@ -23,6 +25,37 @@ var removedOnPurpose = map[string]string{
 	"AllowZonalShiftStatusReadOnly":             "the product does not enable ARC zonal shift for Karpenter, so the controller needs no zonal-shift read",
 }
 
+// launchResources are the resources of upstream's
+// AllowScopedEC2InstanceAccessActions the product does not grant as upstream
+// does: with the statement's actions, it grants them in statements of their
+// own, written out here as the JSON they must be.
+var launchResources = []string{"capacity-reservation/*", "security-group/*", "subnet/*"}
+
+// conditionedOnPurpose are those statements: upstream's grant of
+// launchResources with the conditions the product adds, and why.
+func conditionedOnPurpose(p policy.ControllerParams) map[string]map[string]any {
+	arn := func(r string) string { return "arn:" + p.Partition + ":ec2:" + p.Region + ":*:" + r }
+	launch := []any{"ec2:CreateFleet", "ec2:RunInstances"}
+	return map[string]map[string]any{
+		// Whoever writes an EC2NodeClass in one cluster must not launch
+		// into another cluster's network in the same account and region.
+		"AllowScopedEC2InstanceAccessActionsInClusterVPC": {
+			"Effect":    "Allow",
+			"Action":    launch,
+			"Resource":  []any{arn("security-group/*"), arn("subnet/*")},
+			"Condition": map[string]any{"ArnLike": map[string]any{"ec2:Vpc": []any{"arn:" + p.Partition + ":ec2:" + p.Region + ":*:vpc/" + p.VPC}}},
+		},
+		// Nor spend another cluster's reservations: only those the
+		// platform tagged for the cluster.
+		"AllowScopedEC2CapacityReservationAccess": {
+			"Effect":    "Allow",
+			"Action":    launch,
+			"Resource":  []any{arn("capacity-reservation/*")},
+			"Condition": map[string]any{"StringEquals": map[string]any{"aws:ResourceTag/kubernetes.io/cluster/" + p.ClusterName: []any{"owned", "shared"}}},
+		},
+	}
+}
+
 // testParams returns controller parameters in a partition, built by hand so
 // the test does not depend on the naming package's builders.
 func testParams(partition, region string) policy.ControllerParams {
@@ -34,6 +67,7 @@ func testParams(partition, region string) policy.ControllerParams {
 		ClusterARN:  "arn:" + partition + ":eks:" + region + ":123456789012:cluster/prod-eu",
 		QueueARN:    "arn:" + partition + ":sqs:" + region + ":123456789012:prod-eu-karpenter",
 		NodeRoleARN: "arn:" + partition + ":iam::123456789012:role/nodes/prod-eu-node",
+		VPC:         "vpc-0fa4e5d6c7b8a9012",
 	}
 }
 
@@ -43,15 +77,15 @@ func TestControllerMatchesUpstream(t *testing.T) {
 		params policy.ControllerParams
 	}{
 		"Commercial": {
-			reason: "In the aws partition the policy must be upstream's, less the statements removed on purpose.",
+			reason: "In the aws partition the policy must be upstream's, less the statements removed on purpose, with launches conditioned on purpose.",
 			params: testParams("aws", "eu-west-3"),
 		},
 		"China": {
-			reason: "In aws-cn the policy must be upstream's with the aws-cn partition substituted, less the statements removed on purpose.",
+			reason: "In aws-cn the policy must be upstream's with the aws-cn partition substituted, less the statements removed on purpose, with launches conditioned on purpose.",
 			params: testParams("aws-cn", "cn-north-1"),
 		},
 		"GovCloud": {
-			reason: "In aws-us-gov the policy must be upstream's with the aws-us-gov partition substituted, less the statements removed on purpose.",
+			reason: "In aws-us-gov the policy must be upstream's with the aws-us-gov partition substituted, less the statements removed on purpose, with launches conditioned on purpose.",
 			params: testParams("aws-us-gov", "us-gov-west-1"),
 		},
 	}
@@ -59,13 +93,13 @@ func TestControllerMatchesUpstream(t *testing.T) {
 		for name, tc := range cases {
 			t.Run(v.Version+"/"+name, func(t *testing.T) {
 				ref := loadReference(t, v.Reference, tc.params)
-				want := withoutRemoved(t, policy.NormaliseStatements(t, ref))
+				want := withConditions(t, withoutRemoved(t, policy.NormaliseStatements(t, ref)), tc.params)
 
 				doc := v.ControllerPolicy(tc.params, nil)
 				got := policy.NormaliseStatements(t, policy.ParseJSON(t, doc.JSON()))
 
 				if diff := cmp.Diff(want, got); diff != "" {
-					t.Errorf("\n%s\nKarpenter %s's policy, gates off: -upstream (less removals), +got:\n%s", tc.reason, v.Version, diff)
+					t.Errorf("\n%s\nKarpenter %s's policy, gates off: -upstream (less removals, with conditions), +got:\n%s", tc.reason, v.Version, diff)
 				}
 				if v := policy.ParseJSON(t, doc.JSON())["Version"]; v != "2012-10-17" {
 					t.Errorf("\n%s\nVersion = %v, want 2012-10-17", tc.reason, v)
@@ -138,6 +172,7 @@ func TestControllerSize(t *testing.T) {
 		ClusterARN:  "arn:aws-us-gov:eks:us-gov-west-1:123456789012:cluster/" + cluster,
 		QueueARN:    "arn:aws-us-gov:sqs:us-gov-west-1:123456789012:" + cluster + "-karpenter",
 		NodeRoleARN: "arn:aws-us-gov:iam::123456789012:role" + path + role,
+		VPC:         "vpc-0123456789abcdef0", // the longest VPC ID: 17 hex digits
 	}
 	// IAM counts a role's inline policies without whitespace, which is what
 	// JSON() writes, against a limit of 10,240 characters.
@@ -229,6 +264,52 @@ func withoutRemoved(t *testing.T, statements []map[string]any) []map[string]any 
 			t.Errorf("statement %q is removed on purpose but is not in the reference", sid)
 		}
 	}
+	return out
+}
+
+// withConditions moves launchResources out of upstream's
+// AllowScopedEC2InstanceAccessActions into conditionedOnPurpose's
+// statements, failing if upstream's statement no longer grants them: a
+// condition on a grant upstream dropped is stale.
+func withConditions(t *testing.T, statements []map[string]any, p policy.ControllerParams) []map[string]any {
+	t.Helper()
+	const sid = "AllowScopedEC2InstanceAccessActions"
+	moved := map[string]bool{}
+	for _, r := range launchResources {
+		moved["arn:"+p.Partition+":ec2:"+p.Region+":*:"+r] = true
+	}
+	var out []map[string]any
+	found := false
+	for _, s := range statements {
+		if s["Sid"] != sid {
+			out = append(out, s)
+			continue
+		}
+		found = true
+		var kept []any
+		for _, r := range s["Resource"].([]any) {
+			if moved[r.(string)] {
+				delete(moved, r.(string))
+				continue
+			}
+			kept = append(kept, r)
+		}
+		if len(moved) > 0 {
+			t.Errorf("upstream's %s no longer grants %v, which the product conditions", sid, moved)
+		}
+		c := maps.Clone(s)
+		c["Resource"] = kept
+		out = append(out, c)
+	}
+	if !found {
+		t.Fatalf("upstream has no statement %s", sid)
+	}
+	for sid, s := range conditionedOnPurpose(p) {
+		c := maps.Clone(s)
+		c["Sid"] = sid
+		out = append(out, c)
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i]["Sid"].(string) < out[j]["Sid"].(string) })
 	return out
 }
 
