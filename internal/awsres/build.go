@@ -209,18 +209,29 @@ func ControllerPolicyOf(c *config.Config, version string) (string, error) {
 		return "", fmt.Errorf("the observed EKS cluster %q reports VPC %q, which is not a VPC ID", c.Spec.Cluster.Name, c.ClusterVPC)
 	}
 	doc := v.ControllerPolicy(policy.ControllerParams{
-		Partition:   string(c.Account.Partition),
-		Region:      c.Account.Region,
-		Account:     c.Account.ID,
-		ClusterName: c.Spec.Cluster.Name,
-		ClusterARN:  c.Account.ClusterARN(c.Spec.Cluster.Name),
-		QueueARN:    c.Account.QueueARN(c.Names.Queue),
-		NodeRoleARN: c.NodeRole.ARN,
-		VPC:         c.ClusterVPC,
+		Partition:    string(c.Account.Partition),
+		Region:       c.Account.Region,
+		Account:      c.Account.ID,
+		ClusterName:  c.Spec.Cluster.Name,
+		ClusterARN:   c.Account.ClusterARN(c.Spec.Cluster.Name),
+		QueueARN:     c.Account.QueueARN(c.Names.Queue),
+		NodeRoleARN:  c.NodeRole.ARN,
+		VPC:          c.ClusterVPC,
+		Reservations: reservations(c),
 	}, c.Gates())
 	s := doc.JSON()
 	if len(s) > naming.MaxInlinePolicy {
 		return "", fmt.Errorf("the controller policy of Karpenter %s is %d characters, over the IAM inline policy limit of %d", version, len(s), naming.MaxInlinePolicy)
 	}
 	return s, nil
+}
+
+// reservations are the platform's capacity reservation terms for the
+// cluster, which the controller may launch into and no others.
+func reservations(c *config.Config) []policy.Reservation {
+	var out []policy.Reservation
+	for _, t := range c.Pools.CapacityReservationSelectorTerms {
+		out = append(out, policy.Reservation{ID: t.ID, OwnerID: t.OwnerID, Tags: t.Tags})
+	}
+	return out
 }

@@ -15,11 +15,18 @@ const (
 // TestControllerLaunchesOnlyInItsVPC evaluates the controller policy step
 // one composes against the launches a hostile EC2NodeClass (or anyone
 // running as Karpenter's service account) could ask for: only the claimed
-// cluster's subnets and security groups are usable, and no capacity
-// reservation the platform did not tag for the cluster.
+// cluster's subnets and security groups are usable, and only the capacity
+// reservations the platform's terms offer the cluster.
 func TestControllerLaunchesOnlyInItsVPC(t *testing.T) {
-	c := isolationConfig(t)
+	// The platform offers prod-eu one reservation by ID and those tagged
+	// for it by its own tag.
+	c := isolationConfig(t, map[string]any{"pools": map[string]any{"capacityReservationSelectorTerms": []any{
+		map[string]any{"id": "cr-0a0a0a0a0a0a0a0a0"},
+		map[string]any{"tags": map[string]any{"platform/reserved-for": "prod-eu"}},
+	}}})
 	doc := controllerDocument(t, c)
+	// And a platform that offers none.
+	none := controllerDocument(t, isolationConfig(t, nil))
 	role := c.Account.RoleARN(c.Names.RolePath, c.Names.Role)
 	vpc := func(id string) string { return "arn:aws:ec2:eu-west-3:" + isolationAccount + ":vpc/" + id }
 	ec2 := func(r string) string { return "arn:aws:ec2:eu-west-3:" + isolationAccount + ":" + r }
@@ -28,7 +35,9 @@ func TestControllerLaunchesOnlyInItsVPC(t *testing.T) {
 		action  string
 		arn     string
 		context map[string][]string
-		want    decision
+		// policy is the controller policy to evaluate, doc when nil.
+		policy *string
+		want   decision
 	}{
 		"OwnSubnet": {
 			reason:  "A launch into a subnet of the cluster's own VPC is what Karpenter does.",
@@ -65,39 +74,38 @@ func TestControllerLaunchesOnlyInItsVPC(t *testing.T) {
 			context: map[string][]string{"ec2:Vpc": {vpc(otherVPC)}},
 			want:    implicitDenied,
 		},
-		"UntaggedReservation": {
-			reason: "A capacity reservation the platform did not tag for the cluster (another cluster's) must not be spent.",
+		"NamedReservation": {
+			reason: "A reservation the platform names for the cluster may be used.",
+			action: "ec2:CreateFleet",
+			arn:    ec2("capacity-reservation/cr-0a0a0a0a0a0a0a0a0"),
+			want:   allowed,
+		},
+		"TaggedReservation": {
+			reason:  "So may one carrying the tags of the platform's term.",
+			action:  "ec2:RunInstances",
+			arn:     ec2("capacity-reservation/cr-0c"),
+			context: map[string][]string{"aws:ResourceTag/platform/reserved-for": {"prod-eu"}},
+			want:    allowed,
+		},
+		"OtherReservation": {
+			reason: "A reservation the platform did not offer the cluster (another cluster's) must not be spent.",
 			action: "ec2:CreateFleet",
 			arn:    ec2("capacity-reservation/cr-0b"),
 			want:   implicitDenied,
 		},
 		"ReservationOfAnotherCluster": {
-			reason:  "Nor one the platform tagged for another cluster.",
+			reason:  "Nor one carrying the term's tag for another cluster.",
 			action:  "ec2:RunInstances",
 			arn:     ec2("capacity-reservation/cr-0b"),
-			context: map[string][]string{"aws:ResourceTag/kubernetes.io/cluster/prod-us": {"owned"}},
+			context: map[string][]string{"aws:ResourceTag/platform/reserved-for": {"prod-us"}},
 			want:    implicitDenied,
 		},
-		"ReservationOfTheCluster": {
-			reason:  "A reservation the platform tagged as the cluster's may be used.",
-			action:  "ec2:CreateFleet",
-			arn:     ec2("capacity-reservation/cr-0a"),
-			context: map[string][]string{"aws:ResourceTag/kubernetes.io/cluster/prod-eu": {"owned"}},
-			want:    allowed,
-		},
-		"ReservationSharedWithTheCluster": {
-			reason:  "So may one the platform shares with the cluster (and others, each by its own tag).",
-			action:  "ec2:RunInstances",
-			arn:     ec2("capacity-reservation/cr-0c"),
-			context: map[string][]string{"aws:ResourceTag/kubernetes.io/cluster/prod-eu": {"shared"}, "aws:ResourceTag/kubernetes.io/cluster/prod-us": {"shared"}},
-			want:    allowed,
-		},
-		"ReservationTaggedOtherwise": {
-			reason:  "The cluster's tag with any other value grants nothing.",
-			action:  "ec2:CreateFleet",
-			arn:     ec2("capacity-reservation/cr-0d"),
-			context: map[string][]string{"aws:ResourceTag/kubernetes.io/cluster/prod-eu": {"*"}},
-			want:    implicitDenied,
+		"NoReservationsOffered": {
+			reason: "With no terms, no reservation at all: upstream grants every one of the account.",
+			policy: &none,
+			action: "ec2:CreateFleet",
+			arn:    ec2("capacity-reservation/cr-0a0a0a0a0a0a0a0a0"),
+			want:   implicitDenied,
 		},
 	}
 	for name, tc := range cases {
@@ -107,7 +115,11 @@ func TestControllerLaunchesOnlyInItsVPC(t *testing.T) {
 				ctx[k] = v
 			}
 			req := request{Principal: role, Action: tc.action, Resource: tc.arn, Context: ctx}
-			if got := evaluate(t, req, []string{doc}, nil); got != tc.want {
+			policy := doc
+			if tc.policy != nil {
+				policy = *tc.policy
+			}
+			if got := evaluate(t, req, []string{policy}, nil); got != tc.want {
 				t.Errorf("\n%s\n%s on %s (context %v) under the composed controller policy: %s, want %s", tc.reason, tc.action, tc.arn, tc.context, got, tc.want)
 			}
 		})
@@ -119,7 +131,7 @@ func TestControllerLaunchesOnlyInItsVPC(t *testing.T) {
 // wildcard would match every VPC of the account.
 func TestControllerPolicyNeedsAVPCID(t *testing.T) {
 	for vpc, wantNoVPC := range map[string]bool{"": true, "*": false, "vpc-*": false, "vpc-0fa4e/../*": false} {
-		c := isolationConfig(t)
+		c := isolationConfig(t, nil)
 		c.ClusterVPC = vpc
 		doc, err := ControllerPolicy(c)
 		if err == nil {

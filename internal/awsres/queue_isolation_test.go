@@ -5,6 +5,7 @@ import (
 
 	iam "github.com/upbound/provider-aws/v2/apis/cluster/iam/v1beta1"
 	sqs "github.com/upbound/provider-aws/v2/apis/cluster/sqs/v1beta1"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/do-now/function-karpenter/internal/config"
 	"github.com/do-now/function-karpenter/internal/interruption"
@@ -13,14 +14,18 @@ import (
 // The claimed cluster of the isolation tests, in its account.
 const isolationAccount = "111122223333"
 
-// isolationConfig is a claim for prod-eu, as the function loads it, with
-// what the observed EKS cluster reports.
-func isolationConfig(t *testing.T) *config.Config {
+// isolationConfig is a claim for prod-eu, as the function loads it with the
+// platform's input, with what the observed EKS cluster reports.
+func isolationConfig(t *testing.T, input map[string]any) *config.Config {
 	t.Helper()
+	in, err := structpb.NewStruct(input)
+	if err != nil {
+		t.Fatal(err)
+	}
 	c, errs := config.Load(config.Owner{Namespace: "team-a", Name: "karpenter"}, map[string]any{
 		"cluster":      map[string]any{"name": "prod-eu", "region": "eu-west-3"},
 		"nodeIdentity": map[string]any{"roleArn": "arn:aws:iam::" + isolationAccount + ":role/nodes", "instanceProfile": "nodes"},
-	}, nil)
+	}, in)
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
@@ -49,7 +54,7 @@ func controllerDocument(t *testing.T, c *config.Config) string {
 // grants, only the five rules may send, and only the controller may read
 // or delete; the platform's provider-aws still manages the queue.
 func TestQueueHearsOnlyTheRules(t *testing.T) {
-	c := isolationConfig(t)
+	c := isolationConfig(t, nil)
 	queueARN := c.Account.QueueARN(c.Names.Queue)
 	rules := map[string]string{}
 	for _, r := range interruption.Rules {

@@ -20,6 +20,9 @@ type ControllerParams struct {
 	// cluster reports it: the only VPC whose subnets and security groups
 	// the controller may launch with.
 	VPC string
+	// Reservations are the platform's capacity reservation terms for the
+	// cluster: the only reservations the controller may launch into.
+	Reservations []Reservation
 }
 
 // VPCARN is the ARN that ec2:Vpc compares with the VPC of a subnet or a
@@ -30,10 +33,13 @@ func (p ControllerParams) VPCARN() string {
 	return fmt.Sprintf("arn:%s:ec2:%s:*:vpc/%s", p.Partition, p.Region, p.VPC)
 }
 
-// ClusterTagValues are the values of the kubernetes.io/cluster/<name> tag
-// by which a capacity reservation is the cluster's: owned by it, or shared
-// with it (and other clusters, each by its own tag).
-var ClusterTagValues = []string{"owned", "shared"}
+// A Reservation is one of the platform's capacity reservation selector
+// terms, as Karpenter's EC2NodeClass takes it: one reservation by ID, or
+// every reservation carrying all of Tags, of OwnerID's account when set.
+type Reservation struct {
+	ID, OwnerID string
+	Tags        map[string]string
+}
 
 // ControllerV1_14 is the controller policy of Karpenter's v1.14 reference
 // setup (its NodeLifecycle, IAMIntegration, EKSIntegration, Interruption and
@@ -46,9 +52,10 @@ var ClusterTagValues = []string{"owned", "shared"}
 // whoever writes an EC2NodeClass (or runs as Karpenter's service account)
 // in one cluster could launch into another cluster's network and spend its
 // reservations. Here subnets and security groups must be in the cluster's
-// VPC (ec2:Vpc), and a capacity reservation must carry the cluster's tag,
-// which only the platform sets (the controller may tag nothing but what it
-// launches). internal/versions says which Karpenter versions it serves.
+// VPC (ec2:Vpc), and a capacity reservation must be one the platform's
+// terms for the cluster select (ReservationStatements): none unless the
+// platform offers reservations. internal/versions says which Karpenter
+// versions it serves.
 func ControllerV1_14(p ControllerParams) Document {
 	ec2 := func(resource string) string {
 		return fmt.Sprintf("arn:%s:ec2:%s:%s", p.Partition, p.Region, resource)
@@ -65,7 +72,7 @@ func ControllerV1_14(p ControllerParams) Document {
 	ownedByNodePool := ownedByNodePool(p.ClusterName)
 	return Document{
 		Version: Version,
-		Statement: []Statement{
+		Statement: append([]Statement{
 			{
 				Sid:      "AllowScopedEC2InstanceAccessActions",
 				Effect:   Allow,
@@ -89,18 +96,6 @@ func ControllerV1_14(p ControllerParams) Document {
 				Resource:  ec2s("*:security-group/*", "*:subnet/*"),
 				Action:    []string{"ec2:RunInstances", "ec2:CreateFleet"},
 				Condition: Condition{"ArnLike": {"ec2:Vpc": one(p.VPCARN())}},
-			},
-			{
-				// A reservation is the platform's to give: only those it
-				// tagged kubernetes.io/cluster/<cluster> owned or shared,
-				// none by default. aws:ResourceTag/${TagKey} is a condition
-				// key of the capacity-reservation resource type (same
-				// reference as above).
-				Sid:       "AllowScopedEC2CapacityReservationAccess",
-				Effect:    Allow,
-				Resource:  one(ec2("*:capacity-reservation/*")),
-				Action:    []string{"ec2:RunInstances", "ec2:CreateFleet"},
-				Condition: Condition{"StringEquals": {"aws:ResourceTag/" + clusterTag: ClusterTagValues}},
 			},
 			{
 				Sid:       "AllowScopedEC2LaunchTemplateAccessActions",
@@ -217,8 +212,60 @@ func ControllerV1_14(p ControllerParams) Document {
 				Resource: one(fmt.Sprintf("arn:%s:iam::%s:instance-profile/*", p.Partition, p.Account)),
 				Action:   one("iam:GetInstanceProfile"),
 			},
-		},
+		}, ReservationStatements(p)...),
 	}
+}
+
+// ReservationStatements let the controller launch into the capacity
+// reservations the platform's terms select, and no other: upstream grants
+// every reservation of the account, so one cluster could spend another's.
+// Reservations are the platform's to give (input pools, globally or per
+// cluster, never a claim's field), so what IAM grants is what the platform
+// offers the cluster's EC2NodeClasses: the terms by ID in one statement, one
+// statement per tag term (its tags all required, aws:ResourceTag, a value
+// "*" any value as Karpenter reads it), each in its owner's account or any.
+// aws:ResourceTag/${TagKey} is a condition key of the capacity-reservation
+// resource type of RunInstances and CreateFleet: Service Authorization
+// Reference, Actions, resources, and condition keys for Amazon EC2,
+// https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazonec2.html.
+func ReservationStatements(p ControllerParams) []Statement {
+	arn := func(owner, id string) string {
+		if owner == "" {
+			owner = "*"
+		}
+		return fmt.Sprintf("arn:%s:ec2:%s:%s:capacity-reservation/%s", p.Partition, p.Region, owner, id)
+	}
+	launch := []string{"ec2:RunInstances", "ec2:CreateFleet"}
+	var byID []string
+	var out []Statement
+	for _, r := range p.Reservations {
+		if r.ID != "" {
+			byID = append(byID, arn(r.OwnerID, r.ID))
+			continue
+		}
+		c := Condition{}
+		for k, v := range r.Tags {
+			op := "StringEquals"
+			if v == "*" {
+				op = "StringLike"
+			}
+			if c[op] == nil {
+				c[op] = map[string][]string{}
+			}
+			c[op]["aws:ResourceTag/"+k] = one(v)
+		}
+		out = append(out, Statement{
+			Sid:       fmt.Sprintf("AllowTaggedCapacityReservations%d", len(out)),
+			Effect:    Allow,
+			Resource:  one(arn(r.OwnerID, "*")),
+			Action:    launch,
+			Condition: c,
+		})
+	}
+	if len(byID) > 0 {
+		out = append([]Statement{{Sid: "AllowNamedCapacityReservations", Effect: Allow, Resource: byID, Action: launch}}, out...)
+	}
+	return out
 }
 
 // InstanceReboot lets the controller reboot the instances of its own node

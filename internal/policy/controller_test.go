@@ -27,31 +27,25 @@ var removedOnPurpose = map[string]string{
 
 // launchResources are the resources of upstream's
 // AllowScopedEC2InstanceAccessActions the product does not grant as upstream
-// does: with the statement's actions, it grants them in statements of their
-// own, written out here as the JSON they must be.
+// does. Subnets and security groups are granted with the statement's actions
+// in conditionedOnPurpose's statement; capacity reservations only as the
+// platform's terms select them (ReservationStatements, TestReservations),
+// none with no terms, as here.
 var launchResources = []string{"capacity-reservation/*", "security-group/*", "subnet/*"}
 
-// conditionedOnPurpose are those statements: upstream's grant of
-// launchResources with the conditions the product adds, and why.
+// conditionedOnPurpose are the statements that grant launchResources with
+// the conditions the product adds, written out as the JSON they must be,
+// and why.
 func conditionedOnPurpose(p policy.ControllerParams) map[string]map[string]any {
 	arn := func(r string) string { return "arn:" + p.Partition + ":ec2:" + p.Region + ":*:" + r }
-	launch := []any{"ec2:CreateFleet", "ec2:RunInstances"}
 	return map[string]map[string]any{
 		// Whoever writes an EC2NodeClass in one cluster must not launch
 		// into another cluster's network in the same account and region.
 		"AllowScopedEC2InstanceAccessActionsInClusterVPC": {
 			"Effect":    "Allow",
-			"Action":    launch,
+			"Action":    []any{"ec2:CreateFleet", "ec2:RunInstances"},
 			"Resource":  []any{arn("security-group/*"), arn("subnet/*")},
 			"Condition": map[string]any{"ArnLike": map[string]any{"ec2:Vpc": []any{"arn:" + p.Partition + ":ec2:" + p.Region + ":*:vpc/" + p.VPC}}},
-		},
-		// Nor spend another cluster's reservations: only those the
-		// platform tagged for the cluster.
-		"AllowScopedEC2CapacityReservationAccess": {
-			"Effect":    "Allow",
-			"Action":    launch,
-			"Resource":  []any{arn("capacity-reservation/*")},
-			"Condition": map[string]any{"StringEquals": map[string]any{"aws:ResourceTag/kubernetes.io/cluster/" + p.ClusterName: []any{"owned", "shared"}}},
 		},
 	}
 }
@@ -267,8 +261,8 @@ func withoutRemoved(t *testing.T, statements []map[string]any) []map[string]any 
 	return out
 }
 
-// withConditions moves launchResources out of upstream's
-// AllowScopedEC2InstanceAccessActions into conditionedOnPurpose's
+// withConditions takes launchResources out of upstream's
+// AllowScopedEC2InstanceAccessActions and adds conditionedOnPurpose's
 // statements, failing if upstream's statement no longer grants them: a
 // condition on a grant upstream dropped is stale.
 func withConditions(t *testing.T, statements []map[string]any, p policy.ControllerParams) []map[string]any {
@@ -344,5 +338,70 @@ func TestGatedStatements(t *testing.T) {
 		if diff := cmp.Diff(added, got); diff != "" {
 			t.Errorf("Karpenter %s: what RebootForRepair adds, -want, +got:\n%s", version, diff)
 		}
+	}
+}
+
+// TestReservations: the controller may launch into the capacity
+// reservations the platform's terms select, and no other.
+func TestReservations(t *testing.T) {
+	launch := []any{"ec2:RunInstances", "ec2:CreateFleet"}
+	cases := map[string]struct {
+		reason string
+		terms  []policy.Reservation
+		want   []any
+	}{
+		"None": {
+			reason: "A platform that offers no reservations grants none: upstream's grant of every reservation is gone.",
+		},
+		"ByID": {
+			reason: "Reservations named by ID are granted by ARN, in one statement, of any account (an ID is unique; a shared reservation is its owner's).",
+			terms:  []policy.Reservation{{ID: "cr-0123456789abcdef0"}, {ID: "cr-0fedcba9876543210"}},
+			want: []any{map[string]any{
+				"Sid": "AllowNamedCapacityReservations", "Effect": "Allow", "Action": launch,
+				"Resource": []any{"arn:aws:ec2:eu-west-3:*:capacity-reservation/cr-0123456789abcdef0", "arn:aws:ec2:eu-west-3:*:capacity-reservation/cr-0fedcba9876543210"},
+			}},
+		},
+		"ByTags": {
+			reason: "A tag term is one statement requiring all its tags, in its owner's account when named; a value * is any value, as Karpenter reads it.",
+			terms: []policy.Reservation{
+				{Tags: map[string]string{"team": "ml", "karpenter.sh/discovery": "prod-eu"}, OwnerID: "444455556666"},
+				{Tags: map[string]string{"shared-with/prod-eu": "*"}},
+				{ID: "cr-0123456789abcdef0"},
+			},
+			want: []any{
+				map[string]any{
+					"Sid": "AllowNamedCapacityReservations", "Effect": "Allow", "Action": launch,
+					"Resource": []any{"arn:aws:ec2:eu-west-3:*:capacity-reservation/cr-0123456789abcdef0"},
+				},
+				map[string]any{
+					"Sid": "AllowTaggedCapacityReservations0", "Effect": "Allow", "Action": launch,
+					"Resource":  []any{"arn:aws:ec2:eu-west-3:444455556666:capacity-reservation/*"},
+					"Condition": map[string]any{"StringEquals": map[string]any{"aws:ResourceTag/team": []any{"ml"}, "aws:ResourceTag/karpenter.sh/discovery": []any{"prod-eu"}}},
+				},
+				map[string]any{
+					"Sid": "AllowTaggedCapacityReservations1", "Effect": "Allow", "Action": launch,
+					"Resource":  []any{"arn:aws:ec2:eu-west-3:*:capacity-reservation/*"},
+					"Condition": map[string]any{"StringLike": map[string]any{"aws:ResourceTag/shared-with/prod-eu": []any{"*"}}},
+				},
+			},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			p := testParams("aws", "eu-west-3")
+			p.Reservations = tc.terms
+			base := policy.ParseJSON(t, policy.ControllerV1_14(testParams("aws", "eu-west-3")).JSON())["Statement"].([]any)
+			all := policy.ParseJSON(t, policy.ControllerV1_14(p).JSON())["Statement"].([]any)
+			if diff := cmp.Diff(base, all[:len(base)]); diff != "" {
+				t.Errorf("\n%s\nthe terms changed the other statements: -without, +with:\n%s", tc.reason, diff)
+			}
+			var got []any
+			if rest := all[len(base):]; len(rest) > 0 {
+				got = rest
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("\n%s\nreservation statements, -want, +got:\n%s", tc.reason, diff)
+			}
+		})
 	}
 }
