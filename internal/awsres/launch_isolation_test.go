@@ -84,7 +84,7 @@ func TestControllerLaunchesOnlyInItsVPC(t *testing.T) {
 			reason:  "So may one carrying the tags of the platform's term.",
 			action:  "ec2:RunInstances",
 			arn:     ec2("capacity-reservation/cr-0c"),
-			context: map[string][]string{"aws:ResourceTag/platform/reserved-for": {"prod-eu"}},
+			context: map[string][]string{"ec2:ResourceTag/platform/reserved-for": {"prod-eu"}},
 			want:    allowed,
 		},
 		"OtherReservation": {
@@ -97,7 +97,7 @@ func TestControllerLaunchesOnlyInItsVPC(t *testing.T) {
 			reason:  "Nor one carrying the term's tag for another cluster.",
 			action:  "ec2:RunInstances",
 			arn:     ec2("capacity-reservation/cr-0b"),
-			context: map[string][]string{"aws:ResourceTag/platform/reserved-for": {"prod-us"}},
+			context: map[string][]string{"ec2:ResourceTag/platform/reserved-for": {"prod-us"}},
 			want:    implicitDenied,
 		},
 		"NoReservationsOffered": {

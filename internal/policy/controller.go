@@ -222,12 +222,16 @@ func ControllerV1_14(p ControllerParams) Document {
 // Reservations are the platform's to give (input pools, globally or per
 // cluster, never a claim's field), so what IAM grants is what the platform
 // offers the cluster's EC2NodeClasses: the terms by ID in one statement, one
-// statement per tag term (its tags all required, aws:ResourceTag, a value
+// statement per tag term (its tags all required, ec2:ResourceTag, a value
 // "*" any value as Karpenter reads it), each in its owner's account or any.
-// aws:ResourceTag/${TagKey} is a condition key of the capacity-reservation
-// resource type of RunInstances and CreateFleet: Service Authorization
-// Reference, Actions, resources, and condition keys for Amazon EC2,
-// https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazonec2.html.
+// ec2:ResourceTag/${TagKey} is a condition key of the capacity-reservation
+// resource type: Service Authorization Reference, Actions, resources, and
+// condition keys for Amazon EC2,
+// https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazonec2.html
+// (the copy read, https://docs.aws.amazon.com/IAM/latest/UserGuide/list_amazonec2.html,
+// lists for capacity-reservation aws:RequestTag/${TagKey}, aws:TagKeys,
+// ec2:Region and ec2:ResourceTag/${TagKey}: the EC2 key is the one read
+// there).
 func ReservationStatements(p ControllerParams) []Statement {
 	arn := func(owner, id string) string {
 		if owner == "" {
@@ -252,7 +256,7 @@ func ReservationStatements(p ControllerParams) []Statement {
 			if c[op] == nil {
 				c[op] = map[string][]string{}
 			}
-			c[op]["aws:ResourceTag/"+k] = one(v)
+			c[op]["ec2:ResourceTag/"+k] = one(v)
 		}
 		out = append(out, Statement{
 			Sid:       fmt.Sprintf("AllowTaggedCapacityReservations%d", len(out)),

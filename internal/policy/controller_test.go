@@ -376,12 +376,12 @@ func TestReservations(t *testing.T) {
 				map[string]any{
 					"Sid": "AllowTaggedCapacityReservations0", "Effect": "Allow", "Action": launch,
 					"Resource":  []any{"arn:aws:ec2:eu-west-3:444455556666:capacity-reservation/*"},
-					"Condition": map[string]any{"StringEquals": map[string]any{"aws:ResourceTag/team": []any{"ml"}, "aws:ResourceTag/karpenter.sh/discovery": []any{"prod-eu"}}},
+					"Condition": map[string]any{"StringEquals": map[string]any{"ec2:ResourceTag/team": []any{"ml"}, "ec2:ResourceTag/karpenter.sh/discovery": []any{"prod-eu"}}},
 				},
 				map[string]any{
 					"Sid": "AllowTaggedCapacityReservations1", "Effect": "Allow", "Action": launch,
 					"Resource":  []any{"arn:aws:ec2:eu-west-3:*:capacity-reservation/*"},
-					"Condition": map[string]any{"StringLike": map[string]any{"aws:ResourceTag/shared-with/prod-eu": []any{"*"}}},
+					"Condition": map[string]any{"StringLike": map[string]any{"ec2:ResourceTag/shared-with/prod-eu": []any{"*"}}},
 				},
 			},
 		},
