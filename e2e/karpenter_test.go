@@ -131,9 +131,11 @@ func forEachAPIAtOnce(t *testing.T, scenario func(*testing.T, *api)) {
 }
 
 // The composed resource names of each step (API: see docs/design.md), and the condition that
-// reports the step. A step's resources appear in rounds: step three's ServiceAccount and
-// access-check Pod live in the namespace, so their Objects are composed only once the
-// namespace's Object is Ready. A step beside the others (the monitoring) holds no later step
+// reports the step. A step's resources appear in rounds: step one's controller policy names the
+// cluster's VPC, so it is composed only once the observed EKS cluster is Ready and reports it;
+// step three's ServiceAccount and access-check Pod live in the namespace, so their Objects are
+// composed only once the namespace's Object is Ready. The first name of a round is the one its
+// next round waits for. A step beside the others (the monitoring) holds no later step
 // back: its resources appear with the next step's, and only the request's Ready waits for it.
 type step struct {
 	condition string
@@ -142,8 +144,8 @@ type step struct {
 }
 
 var steps = []step{
-	{"IdentityAndQueueReady", [][]string{{"controller-role", "controller-role-policy", "interruption-queue", "eks-cluster",
-		"rule-capacity-reservation", "rule-health", "rule-rebalance", "rule-spot-interruption", "rule-state-change"}}, false},
+	{"IdentityAndQueueReady", [][]string{{"eks-cluster", "controller-role", "interruption-queue",
+		"rule-capacity-reservation", "rule-health", "rule-rebalance", "rule-spot-interruption", "rule-state-change"}, {"controller-role-policy"}}, false},
 	{"InterruptionWiringReady", [][]string{{"interruption-queue-policy", "pod-identity-association",
 		"target-capacity-reservation", "target-health", "target-rebalance", "target-spot-interruption", "target-state-change"}}, false},
 	{"AccessCheckReady", [][]string{{"controller-namespace"}, {"access-check", "controller-service-account", "final-check", "final-check-rbac", "final-check-rbac-binding"}}, false},

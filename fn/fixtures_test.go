@@ -92,7 +92,9 @@ func exampleFixtures(t *testing.T, e example) {
 		return aws.observe(run(t, exampleRequest(t, e, observed)), true)
 	}
 	// The lease first: nothing in AWS before the XR holds its cluster.
-	identity := next(next(nil))
+	// Then step one, and its controller policy once the observed cluster
+	// reports the VPC the policy names.
+	identity := next(next(next(nil)))
 	wiring := next(identity)
 	namespace := next(wiring)
 	accessCheck := next(namespace)
@@ -114,7 +116,7 @@ func exampleFixtures(t *testing.T, e example) {
 		at := func(observed map[resource.Name]map[string]any) map[resource.Name]map[string]any {
 			return aws.observe(run(t, exampleRequestAt(t, e, "1.14.1", observed)), true)
 		}
-		old := at(at(at(at(at(at(at(nil)))))))
+		old := at(at(at(at(at(at(at(at(nil))))))))
 		controllerMoved := next(old)
 		upgrades = map[string]map[resource.Name]map[string]any{
 			"upgrade-1-ready-at-1.14.1.yaml":      old,

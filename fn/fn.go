@@ -247,6 +247,7 @@ func (f *Function) compose(req *fnv1.RunFunctionRequest, objects any) (rsp *fnv1
 	}
 	reported := awsres.ReadObserved(observed)
 	cfg.ClusterVersion = reported.ClusterVersion
+	cfg.ClusterVPC = reported.ClusterVPC
 	errs = append(tenancy.Check(cfg, cfg.Owner.Namespace), awsres.CheckIdentity(cfg, observed)...)
 	errs = append(errs, cfg.CheckAMIsServe()...)
 	if e := tenancy.Bound(oxr.Resource.Object, xr.API, observed); e != nil {

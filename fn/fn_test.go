@@ -24,6 +24,12 @@ var (
 		"controller-role", "controller-role-policy", "interruption-queue", "eks-cluster",
 		"rule-capacity-reservation", "rule-health", "rule-rebalance", "rule-spot-interruption", "rule-state-change",
 	}
+	// step1BeforeVPC is step one until the observed cluster reports its
+	// VPC: all but the controller policy, which names it.
+	step1BeforeVPC = []string{
+		"controller-role", "interruption-queue", "eks-cluster",
+		"rule-capacity-reservation", "rule-health", "rule-rebalance", "rule-spot-interruption", "rule-state-change",
+	}
 	step2 = []string{
 		"interruption-queue-policy", "pod-identity-association",
 		"target-capacity-reservation", "target-health", "target-rebalance", "target-spot-interruption", "target-state-change",
@@ -300,12 +306,36 @@ func walkToReady(t *testing.T, a api) {
 	}
 	// The fakes report no creationTimestamp: the lease counts as old
 	// enough at once (internal/tenancy's tests hold the wait).
+	// Step one but its controller policy, which names the cluster's VPC:
+	// it waits for the observed cluster to be Ready and report it.
 	rsp = call(aws.observe(rsp, false))
-	round{desired: step1, conditions: installing(wantConditions(0, "Creating"))}.check(t, "lease exists", rsp)
+	round{desired: step1BeforeVPC, conditions: installing(wantConditions(0, "Creating"))}.check(t, "lease exists", rsp)
 
 	observed := aws.observe(rsp, false)
 	rsp = call(observed)
-	round{desired: step1, conditions: installing(wantConditions(0, "Creating"))}.check(t, "step 1 exists, not Ready", rsp)
+	round{desired: step1BeforeVPC, conditions: installing(wantConditions(0, "Creating"))}.check(t, "step 1 exists, not Ready", rsp)
+
+	observed = aws.observe(rsp, true)
+	rsp = call(observed)
+	round{desired: step1, ready: step1BeforeVPC, conditions: installing(wantConditions(0, "Creating"))}.check(t, "step 1 Ready but its policy", rsp)
+	var policy struct {
+		Statement []struct {
+			Sid       string
+			Condition map[string]map[string][]string
+		}
+	}
+	if err := json.Unmarshal([]byte(forProvider(rsp, "controller-role-policy", "policy").(string)), &policy); err != nil {
+		t.Fatalf("controller policy is not JSON: %v", err)
+	}
+	var vpcs []string
+	for _, s := range policy.Statement {
+		if s.Sid == "AllowScopedEC2InstanceAccessActionsInClusterVPC" {
+			vpcs = s.Condition["ArnLike"]["ec2:Vpc"]
+		}
+	}
+	if diff := cmp.Diff([]string{"arn:aws:ec2:eu-west-3:*:vpc/vpc-0fa4e"}, vpcs); diff != "" {
+		t.Errorf("the controller may launch in (-the observed cluster's VPC +got):\n%s", diff)
+	}
 
 	observed = aws.observe(rsp, true)
 	rsp = call(observed)

@@ -30,11 +30,13 @@ func (p fakeProviders) observe(rsp *fnv1.RunFunctionResponse, ready bool) map[re
 }
 
 // firstStep is what exists once b's XR holds its cluster and its first
-// step was created (Ready or not): its lease, then step one.
+// step was created (Ready or not): its lease, then step one, then step
+// one's controller policy, which waits for the observed cluster's VPC.
 func (p fakeProviders) firstStep(b *requestBuilder, ready bool) map[resource.Name]map[string]any {
 	p.t.Helper()
 	lease := p.observe(run(p.t, b.build()), true)
-	return p.observe(run(p.t, b.observing(lease).build()), ready)
+	first := p.observe(run(p.t, b.observing(lease).build()), true)
+	return p.observe(run(p.t, b.observing(first).build()), ready)
 }
 
 // created is one resource after its controller created it: provider-aws

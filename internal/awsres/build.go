@@ -1,7 +1,9 @@
 package awsres
 
 import (
+	"errors"
 	"fmt"
+	"regexp"
 	"sort"
 
 	xpv1 "github.com/crossplane/crossplane-runtime/v2/apis/common/v1"
@@ -32,11 +34,15 @@ const ClusterTag = config.ClusterLabel
 type Resources = map[resource.Name]runtime.Object
 
 // Identity returns step one: the controller role and its inline policy, the
-// interruption queue and the five rules, and the observed EKS cluster. It needs nothing observed: every ARN
-// it names is derived from the node role's account.
+// interruption queue and the five rules, and the observed EKS cluster. Every
+// ARN it names is derived from the node role's account; the policy also
+// names the cluster's VPC, which only the observed EKS cluster tells: until
+// then the policy has no document (ErrNoVPC), the step withholds it while it
+// does not exist (internal/sequence), and an existing one keeps the document
+// it has (internal/upgrade).
 func Identity(c *config.Config) (Resources, error) {
 	doc, err := ControllerPolicy(c)
-	if err != nil {
+	if err != nil && !errors.Is(err, ErrNoVPC) {
 		return nil, err
 	}
 	tags := tags(c)
@@ -67,7 +73,7 @@ func Identity(c *config.Config) (Resources, error) {
 			Spec: iam.RolePolicySpec{
 				ResourceSpec: resourceSpec(c),
 				ForProvider: iam.RolePolicyParameters{
-					Policy: ptr(doc),
+					Policy: optional(doc),
 					Role:   ptr(c.Names.Role),
 				},
 			},
@@ -116,7 +122,7 @@ func Identity(c *config.Config) (Resources, error) {
 }
 
 // Wiring returns step two: the queue policy that lets only the five rules
-// send, one target per rule, and the Pod Identity association. It uses the
+// send and only the controller role receive, one target per rule, and the Pod Identity association. It uses the
 // identifiers AWS reported, falling back to the derived ones for a resource
 // that exists already while its prerequisite is momentarily unobserved.
 func Wiring(c *config.Config, o Observed) Resources {
@@ -137,7 +143,7 @@ func Wiring(c *config.Config, o Observed) Resources {
 				ForProvider: sqs.QueuePolicyParameters{
 					Region:   ptr(c.Spec.Cluster.Region),
 					QueueURL: ptr(queueURL),
-					Policy:   ptr(policy.InterruptionQueue(queueARN, ruleARNs).JSON()),
+					Policy:   ptr(policy.InterruptionQueue(queueARN, ruleARNs, roleARN).JSON()),
 				},
 			},
 		},
@@ -181,25 +187,51 @@ func ControllerPolicy(c *config.Config) (string, error) {
 	return ControllerPolicyOf(c, string(c.Spec.Version))
 }
 
+// ErrNoVPC is ControllerPolicyOf's answer while the observed EKS cluster
+// reports no VPC: the policy names it.
+var ErrNoVPC = errors.New("the claimed cluster's VPC is not observed yet")
+
+// vpcID is what a VPC ID looks like. Anything else is refused: the ID goes
+// into an ArnLike condition, where a wildcard would match every VPC.
+var vpcID = regexp.MustCompile(`^vpc-[0-9a-f]+$`)
+
 // ControllerPolicyOf is the controller's inline policy for Karpenter
-// version.
+// version, in the claimed cluster's VPC.
 func ControllerPolicyOf(c *config.Config, version string) (string, error) {
 	v, err := versions.Get(version)
 	if err != nil {
 		return "", err
 	}
+	switch {
+	case c.ClusterVPC == "":
+		return "", ErrNoVPC
+	case !vpcID.MatchString(c.ClusterVPC):
+		return "", fmt.Errorf("the observed EKS cluster %q reports VPC %q, which is not a VPC ID", c.Spec.Cluster.Name, c.ClusterVPC)
+	}
 	doc := v.ControllerPolicy(policy.ControllerParams{
-		Partition:   string(c.Account.Partition),
-		Region:      c.Account.Region,
-		Account:     c.Account.ID,
-		ClusterName: c.Spec.Cluster.Name,
-		ClusterARN:  c.Account.ClusterARN(c.Spec.Cluster.Name),
-		QueueARN:    c.Account.QueueARN(c.Names.Queue),
-		NodeRoleARN: c.NodeRole.ARN,
+		Partition:    string(c.Account.Partition),
+		Region:       c.Account.Region,
+		Account:      c.Account.ID,
+		ClusterName:  c.Spec.Cluster.Name,
+		ClusterARN:   c.Account.ClusterARN(c.Spec.Cluster.Name),
+		QueueARN:     c.Account.QueueARN(c.Names.Queue),
+		NodeRoleARN:  c.NodeRole.ARN,
+		VPC:          c.ClusterVPC,
+		Reservations: reservations(c),
 	}, c.Gates())
 	s := doc.JSON()
 	if len(s) > naming.MaxInlinePolicy {
 		return "", fmt.Errorf("the controller policy of Karpenter %s is %d characters, over the IAM inline policy limit of %d", version, len(s), naming.MaxInlinePolicy)
 	}
 	return s, nil
+}
+
+// reservations are the platform's capacity reservation terms for the
+// cluster, which the controller may launch into and no others.
+func reservations(c *config.Config) []policy.Reservation {
+	var out []policy.Reservation
+	for _, t := range c.Pools.CapacityReservationSelectorTerms {
+		out = append(out, policy.Reservation{ID: t.ID, OwnerID: t.OwnerID, Tags: t.Tags})
+	}
+	return out
 }

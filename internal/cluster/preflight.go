@@ -324,13 +324,20 @@ func (p *preflight) launch(s nodepools.Selection, arch, image string) {
 		"--tag-specifications", marshal(tagSpecs(tags, fleetTagged...))}
 	var fleetAuth []Authorization
 	fleetAuth = append(fleetAuth, Authorization{Action: "ec2:CreateFleet", Resource: ec2("fleet/*"), Context: context(nil)})
-	for _, r := range []string{
-		fmt.Sprintf("arn:%s:ec2:%s::image/${%s}", acct.Partition, acct.Region, image),
-		ec2("subnet/${subnet_" + sv + "}"), ec2("security-group/${group_" + sv + "}"),
+	// The subnet and the security group are in the cluster's VPC (the
+	// subnets and security-groups checks fail otherwise), which is the VPC
+	// the controller policy grants.
+	inVPC := map[string][]string{"ec2:Vpc": {ec2("vpc/" + c.ClusterVPC)}}
+	for _, r := range []struct {
+		arn     string
+		context map[string][]string
+	}{
+		{fmt.Sprintf("arn:%s:ec2:%s::image/${%s}", acct.Partition, acct.Region, image), nil},
+		{ec2("subnet/${subnet_" + sv + "}"), inVPC}, {ec2("security-group/${group_" + sv + "}"), inVPC},
 	} {
 		fleetAuth = append(fleetAuth,
-			Authorization{Action: "ec2:CreateFleet", Resource: r},
-			Authorization{Action: "ec2:RunInstances", Resource: r})
+			Authorization{Action: "ec2:CreateFleet", Resource: r.arn, Context: r.context},
+			Authorization{Action: "ec2:RunInstances", Resource: r.arn, Context: r.context})
 	}
 	// The launch template, by the tags it was created with.
 	resourceTags := map[string][]string{}

@@ -92,6 +92,8 @@ func conditionsHold(t *testing.T, cond map[string]map[string]oneOrMore, ctx map[
 				ok = present && all(got, func(g string) bool { return anyGlob(want, g, false) })
 			case "StringEqualsIfExists":
 				ok = !present || all(got, func(g string) bool { return anyEqual(want, g) })
+			case "ArnLike":
+				ok = present && all(got, func(g string) bool { return anyArn(want, g) })
 			case "ForAllValues:StringEquals":
 				ok = all(got, func(g string) bool { return anyEqual(want, g) })
 			default:
@@ -103,6 +105,24 @@ func conditionsHold(t *testing.T, cond map[string]map[string]oneOrMore, ctx map[
 		}
 	}
 	return true
+}
+
+// anyArn matches an ARN with IAM's ArnLike: each of its six colon-separated
+// parts on its own.
+func anyArn(patterns []string, arn string) bool {
+	a := strings.SplitN(arn, ":", 6)
+	for _, p := range patterns {
+		if pp := strings.SplitN(p, ":", 6); len(pp) == 6 && len(a) == 6 {
+			match := true
+			for i := range pp {
+				match = match && glob(pp[i], a[i], false)
+			}
+			if match {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func all(vs []string, f func(string) bool) bool {
@@ -193,7 +213,7 @@ func TestPreflightCatchesAMissingGrant(t *testing.T) {
 	var d map[string]any
 	_ = json.Unmarshal([]byte(doc), &d)
 	_, calls := Preflight(c)
-	for _, sid := range []string{"AllowInterruptionQueueActions", "AllowInstanceProfileReadActions", "AllowPassingInstanceRole", "AllowScopedEC2InstanceActionsWithTags", "AllowSSMReadActions"} {
+	for _, sid := range []string{"AllowInterruptionQueueActions", "AllowInstanceProfileReadActions", "AllowPassingInstanceRole", "AllowScopedEC2InstanceActionsWithTags", "AllowScopedEC2InstanceAccessActionsInClusterVPC", "AllowSSMReadActions"} {
 		var kept []any
 		for _, s := range d["Statement"].([]any) {
 			if s.(map[string]any)["Sid"] != sid {

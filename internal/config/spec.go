@@ -73,6 +73,10 @@ type Config struct {
 	// ClusterVersion is the claimed cluster's Kubernetes version as AWS
 	// reports it (1.34); empty until the observed cluster says.
 	ClusterVersion string
+	// ClusterVPC is the claimed cluster's VPC (vpc-0123…) as AWS reports
+	// it; empty until the observed cluster says. The controller policy
+	// names it.
+	ClusterVPC string
 	// AccessCheck is the access check's Pod spec, built once this Config
 	// is complete (internal/cluster.Prepare): every part of one call that
 	// names or builds the Pod shares it. Nil: built on each use.

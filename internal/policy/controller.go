@@ -16,6 +16,29 @@ type ControllerParams struct {
 	QueueARN string
 	// NodeRoleARN is the only role the controller may pass to EC2.
 	NodeRoleARN string
+	// VPC is the claimed cluster's VPC (vpc-0123…), as the observed EKS
+	// cluster reports it: the only VPC whose subnets and security groups
+	// the controller may launch with.
+	VPC string
+	// Reservations are the platform's capacity reservation terms for the
+	// cluster: the only reservations the controller may launch into.
+	Reservations []Reservation
+}
+
+// VPCARN is the ARN that ec2:Vpc compares with the VPC of a subnet or a
+// security group. Its account is a wildcard: a VPC shared through AWS RAM
+// belongs to its owner's account, not the cluster's, and a VPC ID is unique
+// across accounts.
+func (p ControllerParams) VPCARN() string {
+	return fmt.Sprintf("arn:%s:ec2:%s:*:vpc/%s", p.Partition, p.Region, p.VPC)
+}
+
+// A Reservation is one of the platform's capacity reservation selector
+// terms, as Karpenter's EC2NodeClass takes it: one reservation by ID, or
+// every reservation carrying all of Tags, of OwnerID's account when set.
+type Reservation struct {
+	ID, OwnerID string
+	Tags        map[string]string
 }
 
 // ControllerV1_14 is the controller policy of Karpenter's v1.14 reference
@@ -23,7 +46,15 @@ type ControllerParams struct {
 // ResourceDiscovery policies), statement for statement, with two removals:
 // the instance-profile writes (the nodes' instance profile already exists and
 // Karpenter only reads it) and the ARC zonal-shift read. PassRole is limited
-// to the one existing node role. internal/versions says which Karpenter
+// to the one existing node role. And one change: upstream's
+// AllowScopedEC2InstanceAccessActions lets the controller launch with any
+// subnet, security group and capacity reservation of the account, so
+// whoever writes an EC2NodeClass (or runs as Karpenter's service account)
+// in one cluster could launch into another cluster's network and spend its
+// reservations. Here subnets and security groups must be in the cluster's
+// VPC (ec2:Vpc), and a capacity reservation must be one the platform's
+// terms for the cluster select (ReservationStatements): none unless the
+// platform offers reservations. internal/versions says which Karpenter
 // versions it serves.
 func ControllerV1_14(p ControllerParams) Document {
 	ec2 := func(resource string) string {
@@ -41,12 +72,30 @@ func ControllerV1_14(p ControllerParams) Document {
 	ownedByNodePool := ownedByNodePool(p.ClusterName)
 	return Document{
 		Version: Version,
-		Statement: []Statement{
+		Statement: append([]Statement{
 			{
 				Sid:      "AllowScopedEC2InstanceAccessActions",
 				Effect:   Allow,
-				Resource: ec2s(":image/*", ":snapshot/*", "*:security-group/*", "*:subnet/*", "*:capacity-reservation/*", "*:placement-group/*"),
+				Resource: ec2s(":image/*", ":snapshot/*", "*:placement-group/*"),
 				Action:   []string{"ec2:RunInstances", "ec2:CreateFleet"},
+			},
+			{
+				// ec2:Vpc (type ARN, "the ARN of the VPC") is a condition
+				// key of the subnet and security-group resource types of
+				// RunInstances and CreateFleet: Service Authorization
+				// Reference, Actions, resources, and condition keys for
+				// Amazon EC2,
+				// https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazonec2.html
+				// (and its example "launch instances into a specific VPC",
+				// https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/ExamplePolicies_EC2.html).
+				// Network interfaces stay as upstream scopes them: the
+				// ones a launch creates are in the subnet it names, which
+				// this statement confines.
+				Sid:       "AllowScopedEC2InstanceAccessActionsInClusterVPC",
+				Effect:    Allow,
+				Resource:  ec2s("*:security-group/*", "*:subnet/*"),
+				Action:    []string{"ec2:RunInstances", "ec2:CreateFleet"},
+				Condition: Condition{"ArnLike": {"ec2:Vpc": one(p.VPCARN())}},
 			},
 			{
 				Sid:       "AllowScopedEC2LaunchTemplateAccessActions",
@@ -163,8 +212,64 @@ func ControllerV1_14(p ControllerParams) Document {
 				Resource: one(fmt.Sprintf("arn:%s:iam::%s:instance-profile/*", p.Partition, p.Account)),
 				Action:   one("iam:GetInstanceProfile"),
 			},
-		},
+		}, ReservationStatements(p)...),
 	}
+}
+
+// ReservationStatements let the controller launch into the capacity
+// reservations the platform's terms select, and no other: upstream grants
+// every reservation of the account, so one cluster could spend another's.
+// Reservations are the platform's to give (input pools, globally or per
+// cluster, never a claim's field), so what IAM grants is what the platform
+// offers the cluster's EC2NodeClasses: the terms by ID in one statement, one
+// statement per tag term (its tags all required, ec2:ResourceTag, a value
+// "*" any value as Karpenter reads it), each in its owner's account or any.
+// ec2:ResourceTag/${TagKey} is a condition key of the capacity-reservation
+// resource type: Service Authorization Reference, Actions, resources, and
+// condition keys for Amazon EC2,
+// https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazonec2.html
+// (the copy read, https://docs.aws.amazon.com/IAM/latest/UserGuide/list_amazonec2.html,
+// lists for capacity-reservation aws:RequestTag/${TagKey}, aws:TagKeys,
+// ec2:Region and ec2:ResourceTag/${TagKey}: the EC2 key is the one read
+// there).
+func ReservationStatements(p ControllerParams) []Statement {
+	arn := func(owner, id string) string {
+		if owner == "" {
+			owner = "*"
+		}
+		return fmt.Sprintf("arn:%s:ec2:%s:%s:capacity-reservation/%s", p.Partition, p.Region, owner, id)
+	}
+	launch := []string{"ec2:RunInstances", "ec2:CreateFleet"}
+	var byID []string
+	var out []Statement
+	for _, r := range p.Reservations {
+		if r.ID != "" {
+			byID = append(byID, arn(r.OwnerID, r.ID))
+			continue
+		}
+		c := Condition{}
+		for k, v := range r.Tags {
+			op := "StringEquals"
+			if v == "*" {
+				op = "StringLike"
+			}
+			if c[op] == nil {
+				c[op] = map[string][]string{}
+			}
+			c[op]["ec2:ResourceTag/"+k] = one(v)
+		}
+		out = append(out, Statement{
+			Sid:       fmt.Sprintf("AllowTaggedCapacityReservations%d", len(out)),
+			Effect:    Allow,
+			Resource:  one(arn(r.OwnerID, "*")),
+			Action:    launch,
+			Condition: c,
+		})
+	}
+	if len(byID) > 0 {
+		out = append([]Statement{{Sid: "AllowNamedCapacityReservations", Effect: Allow, Resource: byID, Action: launch}}, out...)
+	}
+	return out
 }
 
 // InstanceReboot lets the controller reboot the instances of its own node

@@ -2,8 +2,10 @@ package policy_test
 
 import (
 	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 
@@ -23,6 +25,31 @@ var removedOnPurpose = map[string]string{
 	"AllowZonalShiftStatusReadOnly":             "the product does not enable ARC zonal shift for Karpenter, so the controller needs no zonal-shift read",
 }
 
+// launchResources are the resources of upstream's
+// AllowScopedEC2InstanceAccessActions the product does not grant as upstream
+// does. Subnets and security groups are granted with the statement's actions
+// in conditionedOnPurpose's statement; capacity reservations only as the
+// platform's terms select them (ReservationStatements, TestReservations),
+// none with no terms, as here.
+var launchResources = []string{"capacity-reservation/*", "security-group/*", "subnet/*"}
+
+// conditionedOnPurpose are the statements that grant launchResources with
+// the conditions the product adds, written out as the JSON they must be,
+// and why.
+func conditionedOnPurpose(p policy.ControllerParams) map[string]map[string]any {
+	arn := func(r string) string { return "arn:" + p.Partition + ":ec2:" + p.Region + ":*:" + r }
+	return map[string]map[string]any{
+		// Whoever writes an EC2NodeClass in one cluster must not launch
+		// into another cluster's network in the same account and region.
+		"AllowScopedEC2InstanceAccessActionsInClusterVPC": {
+			"Effect":    "Allow",
+			"Action":    []any{"ec2:CreateFleet", "ec2:RunInstances"},
+			"Resource":  []any{arn("security-group/*"), arn("subnet/*")},
+			"Condition": map[string]any{"ArnLike": map[string]any{"ec2:Vpc": []any{"arn:" + p.Partition + ":ec2:" + p.Region + ":*:vpc/" + p.VPC}}},
+		},
+	}
+}
+
 // testParams returns controller parameters in a partition, built by hand so
 // the test does not depend on the naming package's builders.
 func testParams(partition, region string) policy.ControllerParams {
@@ -34,6 +61,7 @@ func testParams(partition, region string) policy.ControllerParams {
 		ClusterARN:  "arn:" + partition + ":eks:" + region + ":123456789012:cluster/prod-eu",
 		QueueARN:    "arn:" + partition + ":sqs:" + region + ":123456789012:prod-eu-karpenter",
 		NodeRoleARN: "arn:" + partition + ":iam::123456789012:role/nodes/prod-eu-node",
+		VPC:         "vpc-0fa4e5d6c7b8a9012",
 	}
 }
 
@@ -43,15 +71,15 @@ func TestControllerMatchesUpstream(t *testing.T) {
 		params policy.ControllerParams
 	}{
 		"Commercial": {
-			reason: "In the aws partition the policy must be upstream's, less the statements removed on purpose.",
+			reason: "In the aws partition the policy must be upstream's, less the statements removed on purpose, with launches conditioned on purpose.",
 			params: testParams("aws", "eu-west-3"),
 		},
 		"China": {
-			reason: "In aws-cn the policy must be upstream's with the aws-cn partition substituted, less the statements removed on purpose.",
+			reason: "In aws-cn the policy must be upstream's with the aws-cn partition substituted, less the statements removed on purpose, with launches conditioned on purpose.",
 			params: testParams("aws-cn", "cn-north-1"),
 		},
 		"GovCloud": {
-			reason: "In aws-us-gov the policy must be upstream's with the aws-us-gov partition substituted, less the statements removed on purpose.",
+			reason: "In aws-us-gov the policy must be upstream's with the aws-us-gov partition substituted, less the statements removed on purpose, with launches conditioned on purpose.",
 			params: testParams("aws-us-gov", "us-gov-west-1"),
 		},
 	}
@@ -59,13 +87,13 @@ func TestControllerMatchesUpstream(t *testing.T) {
 		for name, tc := range cases {
 			t.Run(v.Version+"/"+name, func(t *testing.T) {
 				ref := loadReference(t, v.Reference, tc.params)
-				want := withoutRemoved(t, policy.NormaliseStatements(t, ref))
+				want := withConditions(t, withoutRemoved(t, policy.NormaliseStatements(t, ref)), tc.params)
 
 				doc := v.ControllerPolicy(tc.params, nil)
 				got := policy.NormaliseStatements(t, policy.ParseJSON(t, doc.JSON()))
 
 				if diff := cmp.Diff(want, got); diff != "" {
-					t.Errorf("\n%s\nKarpenter %s's policy, gates off: -upstream (less removals), +got:\n%s", tc.reason, v.Version, diff)
+					t.Errorf("\n%s\nKarpenter %s's policy, gates off: -upstream (less removals, with conditions), +got:\n%s", tc.reason, v.Version, diff)
 				}
 				if v := policy.ParseJSON(t, doc.JSON())["Version"]; v != "2012-10-17" {
 					t.Errorf("\n%s\nVersion = %v, want 2012-10-17", tc.reason, v)
@@ -138,6 +166,7 @@ func TestControllerSize(t *testing.T) {
 		ClusterARN:  "arn:aws-us-gov:eks:us-gov-west-1:123456789012:cluster/" + cluster,
 		QueueARN:    "arn:aws-us-gov:sqs:us-gov-west-1:123456789012:" + cluster + "-karpenter",
 		NodeRoleARN: "arn:aws-us-gov:iam::123456789012:role" + path + role,
+		VPC:         "vpc-0123456789abcdef0", // the longest VPC ID: 17 hex digits
 	}
 	// IAM counts a role's inline policies without whitespace, which is what
 	// JSON() writes, against a limit of 10,240 characters.
@@ -232,6 +261,52 @@ func withoutRemoved(t *testing.T, statements []map[string]any) []map[string]any 
 	return out
 }
 
+// withConditions takes launchResources out of upstream's
+// AllowScopedEC2InstanceAccessActions and adds conditionedOnPurpose's
+// statements, failing if upstream's statement no longer grants them: a
+// condition on a grant upstream dropped is stale.
+func withConditions(t *testing.T, statements []map[string]any, p policy.ControllerParams) []map[string]any {
+	t.Helper()
+	const sid = "AllowScopedEC2InstanceAccessActions"
+	moved := map[string]bool{}
+	for _, r := range launchResources {
+		moved["arn:"+p.Partition+":ec2:"+p.Region+":*:"+r] = true
+	}
+	var out []map[string]any
+	found := false
+	for _, s := range statements {
+		if s["Sid"] != sid {
+			out = append(out, s)
+			continue
+		}
+		found = true
+		var kept []any
+		for _, r := range s["Resource"].([]any) {
+			if moved[r.(string)] {
+				delete(moved, r.(string))
+				continue
+			}
+			kept = append(kept, r)
+		}
+		if len(moved) > 0 {
+			t.Errorf("upstream's %s no longer grants %v, which the product conditions", sid, moved)
+		}
+		c := maps.Clone(s)
+		c["Resource"] = kept
+		out = append(out, c)
+	}
+	if !found {
+		t.Fatalf("upstream has no statement %s", sid)
+	}
+	for sid, s := range conditionedOnPurpose(p) {
+		c := maps.Clone(s)
+		c["Sid"] = sid
+		out = append(out, c)
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i]["Sid"].(string) < out[j]["Sid"].(string) })
+	return out
+}
+
 // TestGatedStatements: a gate adds its statements to the versions that know
 // it, written out here, and nothing to the others.
 func TestGatedStatements(t *testing.T) {
@@ -263,5 +338,70 @@ func TestGatedStatements(t *testing.T) {
 		if diff := cmp.Diff(added, got); diff != "" {
 			t.Errorf("Karpenter %s: what RebootForRepair adds, -want, +got:\n%s", version, diff)
 		}
+	}
+}
+
+// TestReservations: the controller may launch into the capacity
+// reservations the platform's terms select, and no other.
+func TestReservations(t *testing.T) {
+	launch := []any{"ec2:RunInstances", "ec2:CreateFleet"}
+	cases := map[string]struct {
+		reason string
+		terms  []policy.Reservation
+		want   []any
+	}{
+		"None": {
+			reason: "A platform that offers no reservations grants none: upstream's grant of every reservation is gone.",
+		},
+		"ByID": {
+			reason: "Reservations named by ID are granted by ARN, in one statement, of any account (an ID is unique; a shared reservation is its owner's).",
+			terms:  []policy.Reservation{{ID: "cr-0123456789abcdef0"}, {ID: "cr-0fedcba9876543210"}},
+			want: []any{map[string]any{
+				"Sid": "AllowNamedCapacityReservations", "Effect": "Allow", "Action": launch,
+				"Resource": []any{"arn:aws:ec2:eu-west-3:*:capacity-reservation/cr-0123456789abcdef0", "arn:aws:ec2:eu-west-3:*:capacity-reservation/cr-0fedcba9876543210"},
+			}},
+		},
+		"ByTags": {
+			reason: "A tag term is one statement requiring all its tags, in its owner's account when named; a value * is any value, as Karpenter reads it.",
+			terms: []policy.Reservation{
+				{Tags: map[string]string{"team": "ml", "karpenter.sh/discovery": "prod-eu"}, OwnerID: "444455556666"},
+				{Tags: map[string]string{"shared-with/prod-eu": "*"}},
+				{ID: "cr-0123456789abcdef0"},
+			},
+			want: []any{
+				map[string]any{
+					"Sid": "AllowNamedCapacityReservations", "Effect": "Allow", "Action": launch,
+					"Resource": []any{"arn:aws:ec2:eu-west-3:*:capacity-reservation/cr-0123456789abcdef0"},
+				},
+				map[string]any{
+					"Sid": "AllowTaggedCapacityReservations0", "Effect": "Allow", "Action": launch,
+					"Resource":  []any{"arn:aws:ec2:eu-west-3:444455556666:capacity-reservation/*"},
+					"Condition": map[string]any{"StringEquals": map[string]any{"ec2:ResourceTag/team": []any{"ml"}, "ec2:ResourceTag/karpenter.sh/discovery": []any{"prod-eu"}}},
+				},
+				map[string]any{
+					"Sid": "AllowTaggedCapacityReservations1", "Effect": "Allow", "Action": launch,
+					"Resource":  []any{"arn:aws:ec2:eu-west-3:*:capacity-reservation/*"},
+					"Condition": map[string]any{"StringLike": map[string]any{"ec2:ResourceTag/shared-with/prod-eu": []any{"*"}}},
+				},
+			},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			p := testParams("aws", "eu-west-3")
+			p.Reservations = tc.terms
+			base := policy.ParseJSON(t, policy.ControllerV1_14(testParams("aws", "eu-west-3")).JSON())["Statement"].([]any)
+			all := policy.ParseJSON(t, policy.ControllerV1_14(p).JSON())["Statement"].([]any)
+			if diff := cmp.Diff(base, all[:len(base)]); diff != "" {
+				t.Errorf("\n%s\nthe terms changed the other statements: -without, +with:\n%s", tc.reason, diff)
+			}
+			var got []any
+			if rest := all[len(base):]; len(rest) > 0 {
+				got = rest
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("\n%s\nreservation statements, -want, +got:\n%s", tc.reason, diff)
+			}
+		})
 	}
 }

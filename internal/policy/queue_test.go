@@ -12,10 +12,12 @@ func TestInterruptionQueue(t *testing.T) {
 		reason string
 		queue  string
 		rules  []string
+		role   string
 	}{
 		"FiveRules": {
-			reason: "EventBridge may send to the queue only on behalf of the cluster's own rules, all of them.",
+			reason: "EventBridge may send to the queue only on behalf of the cluster's own rules, all of them; nothing else may send, and only the controller role may receive or delete.",
 			queue:  queue,
+			role:   "arn:aws:iam::123456789012:role/socle/prod-eu/prod-eu-karpenter",
 			rules: []string{
 				"arn:aws:events:eu-west-3:123456789012:rule/prod-eu-karpenter-capacity",
 				"arn:aws:events:eu-west-3:123456789012:rule/prod-eu-karpenter-health",
@@ -27,12 +29,13 @@ func TestInterruptionQueue(t *testing.T) {
 		"OneRule": {
 			reason: "A single rule is still a list of source ARNs, and no other rule may send.",
 			queue:  "arn:aws-cn:sqs:cn-north-1:123456789012:prod-cn-karpenter",
+			role:   "arn:aws-cn:iam::123456789012:role/prod-cn-karpenter",
 			rules:  []string{"arn:aws-cn:events:cn-north-1:123456789012:rule/prod-cn-karpenter-health"},
 		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			doc := parseJSON(t, InterruptionQueue(tc.queue, tc.rules).JSON())
+			doc := parseJSON(t, InterruptionQueue(tc.queue, tc.rules, tc.role).JSON())
 			if v := doc["Version"]; v != "2012-10-17" {
 				t.Errorf("\n%s\nInterruptionQueue(...): Version = %v, want 2012-10-17", tc.reason, v)
 			}
@@ -44,8 +47,9 @@ func TestInterruptionQueue(t *testing.T) {
 			for i, r := range tc.rules {
 				rules[i] = r
 			}
-			// Exactly these two statements, in Sid order (the Sids are not
-			// compared): the allow, then the deny.
+			// Exactly these four statements, in Sid order (the Sids are not
+			// compared): the rules' allow, the HTTP deny, the denials of
+			// reading and of sending.
 			want := []map[string]any{
 				{
 					"Effect":    "Allow",
@@ -60,6 +64,20 @@ func TestInterruptionQueue(t *testing.T) {
 					"Action":    []any{"sqs:*"},
 					"Resource":  []any{tc.queue},
 					"Condition": map[string]any{"Bool": map[string]any{"aws:SecureTransport": []any{"false"}}},
+				},
+				{
+					"Effect":    "Deny",
+					"Principal": "*",
+					"Action":    []any{"sqs:DeleteMessage", "sqs:ReceiveMessage"},
+					"Resource":  []any{tc.queue},
+					"Condition": map[string]any{"ArnNotEquals": map[string]any{"aws:PrincipalArn": []any{tc.role}}},
+				},
+				{
+					"Effect":    "Deny",
+					"Principal": "*",
+					"Action":    []any{"sqs:SendMessage"},
+					"Resource":  []any{tc.queue},
+					"Condition": map[string]any{"ArnNotEquals": map[string]any{"aws:SourceArn": rules}},
 				},
 			}
 			if diff := cmp.Diff(want, got); diff != "" {

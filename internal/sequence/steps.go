@@ -2,6 +2,7 @@ package sequence
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/crossplane/function-sdk-go/resource"
@@ -50,6 +51,10 @@ func Steps(c *config.Config, o awsres.Observed, p Parts, observed map[resource.N
 		{
 			Condition: IdentityReady,
 			Build:     func() (map[resource.Name]runtime.Object, error) { return awsres.Identity(c) },
+			// The controller policy names the cluster's VPC, which only
+			// the observed cluster tells.
+			Needs:    map[resource.Name][]resource.Name{awsres.ControllerRolePolicy: {awsres.EKSCluster}},
+			NotReady: vpcUnobserved(o, p.NotReady),
 		},
 		{
 			Condition: WiringReady,
@@ -114,6 +119,21 @@ func Steps(c *config.Config, o awsres.Observed, p Parts, observed map[resource.N
 		}
 	}
 	return steps
+}
+
+// vpcUnobserved is notReady, plus the observed EKS cluster while it reports
+// no VPC: a new controller policy waits for the VPC, not only for the
+// cluster to be Ready, and the step says why.
+func vpcUnobserved(o awsres.Observed, notReady map[resource.Name]string) map[resource.Name]string {
+	if o.ClusterVPC != "" {
+		return notReady
+	}
+	out := maps.Clone(notReady)
+	if out == nil {
+		out = map[resource.Name]string{}
+	}
+	out[awsres.EKSCluster] = "provider-aws reports no VPC of the cluster yet, and the controller policy names it"
+	return out
 }
 
 // ProvenFirst holds the node pools back while the access check has not

@@ -50,7 +50,8 @@ type Plan struct {
 // statement of the policy c needs, the controller's manifest stays as it
 // is observed and the role policy counts unready; while the controller
 // does not yet run as desired, the role policy keeps the statements the
-// new one drops.
+// new one drops; while the observed cluster reports no VPC, which the
+// policy names, neither moves.
 func Decide(c *config.Config, observed map[resource.Name]resource.ObservedComposed) (p Plan, _ *field.Error) {
 	path := field.NewPath("spec", "version")
 	to, err := versions.Get(string(c.Spec.Version))
@@ -115,15 +116,21 @@ func Decide(c *config.Config, observed map[resource.Name]resource.ObservedCompos
 	defer func() { p.Message = fmt.Sprintf("%s → %s: %s", p.From, to.Version, strings.Join(says, "; ")) }()
 
 	if cv != to.Version {
+		switch {
+		case perm.noVPC:
+			p.Nodes = nodes
+			says = append(says, fmt.Sprintf("waiting for the claimed cluster's VPC, which %s's policy names, to be observed; the controller stays at %s until then", to.Version, cv))
+			return p, nil
+		case perm.controllerWaits:
+			p.Nodes = nodes
+			says = append(says, fmt.Sprintf("waiting for AWS to report %s applied with %s's policy; the controller stays at %s until then", awsres.ControllerRolePolicy, to.Version, cv))
+			return p, nil
+		}
 		same, err := samePolicy(c, cv, to.Version)
 		if err != nil {
 			return Plan{}, field.InternalError(path, err)
 		}
 		switch {
-		case perm.controllerWaits:
-			p.Nodes = nodes
-			says = append(says, fmt.Sprintf("waiting for AWS to report %s applied with %s's policy; the controller stays at %s until then", awsres.ControllerRolePolicy, to.Version, cv))
-			return p, nil
 		case same:
 			says = append(says, fmt.Sprintf("Karpenter %s's controller policy is %s's, so the controller follows at once", to.Version, cv))
 		default:
@@ -143,10 +150,14 @@ func Decide(c *config.Config, observed map[resource.Name]resource.ObservedCompos
 // policy against the controller.
 type permissionOrder struct {
 	// controllerWaits: AWS does not report a policy that grants every
-	// statement the controller is to need, and the controller exists.
+	// statement the controller is to need, or that policy cannot be built
+	// yet (noVPC), and the controller exists.
 	controllerWaits bool
-	keep            map[resource.Name]map[string]any
-	notReady        map[resource.Name]string
+	// noVPC: the observed cluster reports no VPC yet, so the policy the
+	// controller is to get cannot be built.
+	noVPC    bool
+	keep     map[resource.Name]map[string]any
+	notReady map[resource.Name]string
 	// controllerAt tells whether the controller runs as desired at v.
 	controllerAt func(v versions.Version) bool
 }
@@ -172,10 +183,25 @@ func permissions(c *config.Config, to versions.Version, observed map[resource.Na
 		return err == nil && sequence.Behind(desired, ctrl.Resource) == ""
 	}
 	want, err := awsres.ControllerPolicyOf(c, to.Version)
-	if err != nil {
+	if o.noVPC = errors.Is(err, awsres.ErrNoVPC); err != nil && !o.noVPC {
 		return o, err
 	}
 	rp, ok := observed[awsres.ControllerRolePolicy]
+	if o.noVPC {
+		// Nothing moves until the VPC is observed again: the policy
+		// keeps the document the function last wrote (never dropped,
+		// never emptied), and the controller its manifest.
+		if ok {
+			wrote, _ := rp.Resource.GetValue(pathPolicy)
+			o.keep[awsres.ControllerRolePolicy] = map[string]any{pathPolicy: wrote}
+		}
+		if exists {
+			o.controllerWaits = true
+			manifest, _ := ctrl.Resource.GetValue(pathManifest)
+			o.keep[flux.ControllerKustomization] = map[string]any{pathManifest: manifest}
+		}
+		return o, nil
+	}
 	if !ok {
 		return o, nil // step one composes it first
 	}

@@ -106,6 +106,8 @@ func load(t *testing.T, specEdits, inputEdits edits) *config.Config {
 	if len(errs) > 0 {
 		t.Fatalf("config.Load refused the claim: %v", errs.ToAggregate())
 	}
+	// What the observed EKS cluster reports: the controller policy names it.
+	c.ClusterVPC = "vpc-0fa4e"
 	return c
 }
 
