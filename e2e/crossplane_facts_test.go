@@ -67,6 +67,23 @@ var crossplaneFacts = []struct{ file, says, reliedOn string }{
 	// and "-": TestLoad's passes tell whose it is by its name.
 	{"internal/controller/apiextensions/composite/composition_render.go",
 		`cd.SetGenerateName(xr.GetLabels()[xcrd.LabelKeyNamePrefixForComposed] + "-")`, "TestLoad's passes"},
+	// What tenancy's ownership and binding rules rely on (internal/tenancy, internal/scope;
+	// docs/platform.md, Who is trusted with what): Crossplane passes as observed what an XR's
+	// resource references name unless another XR controls it, never deletes an observed object
+	// without a controller, binds a claim to an XR with no claimRef, and names a claim's XR after
+	// the claim; a function's requirements are answered until two calls ask the same, in at most
+	// five more calls; a selector with no namespace lists across every namespace.
+	{"internal/controller/apiextensions/composite/composition_functions.go",
+		"if c := metav1.GetControllerOf(r); c != nil && c.UID != xr.GetUID() {", "internal/tenancy (Own)"},
+	{"internal/controller/apiextensions/composite/composition_functions.go",
+		"// No controller reference: we can't prove we composed this resource,", "internal/tenancy (Own)"},
+	{"internal/controller/apiextensions/claim/reconciler.go",
+		"if ref := xr.GetClaimReference(); meta.WasCreated(xr) && ref != nil && !cmp.Equal(cm.GetReference(), ref) {", "internal/tenancy (Bound)"},
+	{"internal/controller/apiextensions/claim/syncer_ssa.go", `xrPatch.SetGenerateName(fmt.Sprintf("%s-", cm.GetName()))`, "internal/tenancy (Bound)"},
+	{"internal/controller/apiextensions/composite/composition_render.go",
+		"if xr.GetLabels()[xcrd.LabelKeyClaimName] != \"\" && xr.GetLabels()[xcrd.LabelKeyClaimNamespace] != \"\" {", "internal/tenancy (Bound)"},
+	{"internal/xfn/required_resources.go", "const MaxRequirementsIterations = 5", "internal/tenancy (Ask: two rounds of requirements)"},
+	{"internal/xfn/required_resources.go", "opts := []client.ListOption{client.InNamespace(rs.GetNamespace())}", "internal/tenancy (Ask: one selector per namespace)"},
 	{"internal/controller/protection/usage/reconciler.go", "waitPollInterval = 30 * time.Second",
 		"a Usage being deleted is checked every 30 s (docs/platform.md)"},
 	{"cmd/crossplane/core/core.go", "CircuitBreakerBurst float64 `default:\"100.0\"", "docs/platform.md"},
