@@ -339,6 +339,9 @@ func (f *Function) compose(req *fnv1.RunFunctionRequest, objects any) (rsp *fnv1
 	}
 
 	conditions := append(out.Conditions, versionCondition(plan), poolsOf(poolstatus.ConditionType, poolsCondition), poolsOf(poolstatus.ValidationType, poolstatus.Validated(cfg, observed)))
+	if c, ok := tenancy.Admission(cfg, req); ok {
+		conditions = append(conditions, c)
+	}
 	if hold.Held {
 		conditions = append(conditions, sequence.Condition{Type: sequence.ConditionHeld, Ready: true, Reason: sequence.ReasonAvailable,
 			Message: fmt.Sprintf("this %s holds cluster %q", cfg.XR.API.XR.Kind, cfg.Spec.Cluster.Name)})

@@ -325,3 +325,47 @@ func TestHostileObjectsNeverOwned(t *testing.T) {
 		}
 	}
 }
+
+// TestAdmissionPolicyReported: when the platform names the admission
+// policy's binding, every claim says whether it denies what it refuses, from
+// what Crossplane finds; unnamed, the function asks for nothing of it.
+func TestAdmissionPolicyReported(t *testing.T) {
+	const name = "karpenter-tenant-requests.platform.socle.do-now.io"
+	binding := func(actions ...any) map[string]any {
+		return map[string]any{"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+			"metadata": map[string]any{"name": name}, "spec": map[string]any{"policyName": name, "validationActions": actions}}
+	}
+	cases := map[string]struct {
+		reason   string
+		input    any
+		existing []map[string]any
+		want     string // the condition's status; empty: none
+	}{
+		"NotAsked":   {reason: "The platform names no binding: no condition, no requirement.", existing: []map[string]any{binding("Deny")}},
+		"Bound":      {reason: "The binding denies.", input: name, existing: []map[string]any{binding("Deny")}, want: "STATUS_CONDITION_TRUE"},
+		"Absent":     {reason: "No binding of that name.", input: name, want: "STATUS_CONDITION_FALSE"},
+		"WarnOnly":   {reason: "A binding that only warns lets the binding through.", input: name, existing: []map[string]any{binding("Warn")}, want: "STATUS_CONDITION_FALSE"},
+		"AnotherOne": {reason: "Another binding does not stand for it.", input: name, existing: []map[string]any{with(binding("Deny"), "metadata.name", "other")}, want: "STATUS_CONDITION_FALSE"},
+	}
+	for n, tc := range cases {
+		t.Run(n, func(t *testing.T) {
+			rsp := run(t, aRequest(t).withInput("admissionPolicyBinding", tc.input).requiring(tc.existing...).build())
+			if msg := fatal(rsp); msg != "" {
+				t.Fatalf("refused: %s", msg)
+			}
+			var got *fnv1.Condition
+			for _, c := range rsp.GetConditions() {
+				if c.GetType() == "TenantAdmission" {
+					got = c
+				}
+			}
+			_, asked := rsp.GetRequirements().GetResources()["admission-policy-binding"]
+			switch {
+			case tc.want == "" && (got != nil || asked):
+				t.Errorf("%s\ncondition %v, requirement asked %v", tc.reason, got, asked)
+			case tc.want != "" && (got == nil || got.GetStatus().String() != tc.want || !asked):
+				t.Errorf("%s\ncondition %v (asked %v), want status %s", tc.reason, got, asked, tc.want)
+			}
+		})
+	}
+}

@@ -171,6 +171,12 @@ func Ask(c *config.Config, xr scope.XR, req *fnv1.RunFunctionRequest) (reqs map[
 			candidates = append(candidates, candidate{resource.Required{Resource: u}, w.lease, ref})
 		}
 	}
+	if sel, ok := admissionSelector(c); ok {
+		reqs[admissionRequirement] = sel
+		if _, ok := req.GetRequiredResources()[admissionRequirement]; !ok {
+			done = false
+		}
+	}
 	if !done {
 		return reqs, Rivals{}, false
 	}

@@ -105,6 +105,17 @@ type Input struct {
 	// +optional
 	Tenancy *Tenancy `json:"tenancy,omitempty"`
 
+	// AdmissionPolicyBinding, when set, names the ValidatingAdmissionPolicyBinding
+	// of the tenant admission policy (admission/, which refuses a claim binding
+	// an XR it did not create): the function asks Crossplane for it on every
+	// call and says on every claim, in its TenantAdmission condition, whether
+	// it binds the policy with the Deny action. Set it once the release's
+	// admission artifact is applied: that artifact also lets Crossplane read
+	// the binding (a ClusterRole aggregated to Crossplane's), without which
+	// Crossplane cannot answer and no XR reconciles.
+	// +optional
+	AdmissionPolicyBinding string `json:"admissionPolicyBinding,omitempty"`
+
 	// SettledInterval is how often Crossplane reconciles a claim that waits
 	// on nothing: the TTL of the function's answer for it, which Crossplane
 	// requeues the XR after (realtime compositions), as a Go duration from
