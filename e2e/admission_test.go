@@ -201,6 +201,9 @@ func TestClaimBindsOnlyItsOwnXR(t *testing.T) {
 	claim.SetNamespace("team-a")
 	claim.SetName("binder")
 	_ = unstructured.SetNestedField(claim.Object, map[string]any{"apiVersion": "platform.socle.do-now.io/v1alpha1", "kind": "XKarpenter", "name": "platform-unclaimed"}, "spec", "resourceRef")
+	// The XR's cluster: the XRD keeps spec.cluster.name immutable, so Crossplane could not write
+	// another one onto the XR it binds.
+	_ = unstructured.SetNestedField(claim.Object, "unclaimed", "spec", "cluster", "name")
 	// The API server takes a moment to drop the binding and to see the tenant's RoleBinding.
 	if err := waitFor(ctx, 30*time.Second, "the tenant's claim admitted", func() (bool, error) {
 		_, err := asTenant.Resource(claimAPI.tenant).Namespace("team-a").Create(ctx, claim, metav1.CreateOptions{})

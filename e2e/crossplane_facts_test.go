@@ -71,7 +71,8 @@ var crossplaneFacts = []struct{ file, says, reliedOn string }{
 	// docs/platform.md, Who is trusted with what): Crossplane passes as observed what an XR's
 	// resource references name unless another XR controls it, never deletes an observed object
 	// without a controller, binds a claim to an XR with no claimRef, and names a claim's XR after
-	// the claim; a function's requirements are answered until two calls ask the same, in at most
+	// the claim (generateName, which its next apply by name drops: TestOneKarpenterPerCluster saw
+	// it gone); a function's requirements are answered until two calls ask the same, in at most
 	// five more calls; a selector with no namespace lists across every namespace.
 	{"internal/controller/apiextensions/composite/composition_functions.go",
 		"if c := metav1.GetControllerOf(r); c != nil && c.UID != xr.GetUID() {", "internal/tenancy (Own)"},

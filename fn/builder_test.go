@@ -52,7 +52,7 @@ func aRequest(t testing.TB) *requestBuilder {
 		xr: map[string]any{
 			"apiVersion": "platform.socle.do-now.io/v1alpha1",
 			"kind":       "XKarpenter",
-			"metadata":   map[string]any{"name": "team-a-karpenter-x7k2p", "generateName": "karpenter-", "uid": xrUID},
+			"metadata":   map[string]any{"name": "karpenter-x7k2p", "uid": xrUID},
 			"spec": map[string]any{
 				"claimRef":     map[string]any{"apiVersion": "platform.socle.do-now.io/v1alpha1", "kind": "Karpenter", "name": "karpenter", "namespace": "team-a"},
 				"cluster":      map[string]any{"name": clusterName, "region": region},

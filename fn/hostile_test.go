@@ -174,6 +174,24 @@ func TestClaimBindsOnlyItsOwnXR(t *testing.T) {
 			t.Errorf("an XR Crossplane did not name after the claim must be refused, got %q", got)
 		}
 	})
+	t.Run("NamedLikeAClaimsXR", func(t *testing.T) {
+		for name, generated := range map[string]bool{
+			"karpenter-x7k2p": true, "karpenter-b2c4d": true,
+			"karpenter-x7k2":     false, // four characters
+			"karpenter-x7k2pp":   false, // six
+			"karpenter-aeiou":    false, // vowels the generator never draws
+			"karpenter-eu-x7k2p": false, // another claim's
+			"platform-karpenter": false,
+			"xkarpenter-x7k2p":   false,
+		} {
+			b := aRequest(t)
+			b.xr["metadata"].(map[string]any)["name"] = name
+			got := fatal(run(t, b.requiring().build()))
+			if refused := strings.Contains(got, "its name was not generated from the claim's"); refused == generated {
+				t.Errorf("XR %s of claim karpenter: refused %v, want %v (%s)", name, refused, !generated, got)
+			}
+		}
+	})
 	t.Run("CreatedForTheClaim", func(t *testing.T) {
 		rsp := run(t, aRequest(t).requiring().build())
 		if got := fatal(rsp); got != "" {
@@ -277,7 +295,7 @@ func TestHostileObjectsNeverOwned(t *testing.T) {
 			o := composedBy(hostile.xr, string(victim), settled[victim])
 			md := o["metadata"].(map[string]any)
 			owner := map[string]any{"apiVersion": "platform.socle.do-now.io/v1alpha1", "kind": "XKarpenter",
-				"name": "team-a-karpenter-x7k2p", "uid": "forged", "controller": true}
+				"name": "karpenter-x7k2p", "uid": "forged", "controller": true}
 			switch rng.Intn(4) {
 			case 0: // no controller
 				delete(md, "ownerReferences")

@@ -423,7 +423,6 @@ func claimXR(name, namespace, cluster string) map[string]any {
 		"spec":       map[string]any{"cluster": map[string]any{"name": cluster}},
 	}
 	if namespace != "" {
-		xr["metadata"].(map[string]any)["generateName"] = "karpenter-"
 		xr["spec"].(map[string]any)["claimRef"] = map[string]any{"apiVersion": "platform.socle.do-now.io/v1alpha1", "kind": "Karpenter", "name": "karpenter", "namespace": namespace}
 	}
 	return xr

@@ -74,7 +74,7 @@ func observing(own *unstructured.Unstructured, others ...resource.Name) map[reso
 // cluster, by the first lease among those the tenancy allows, once its own
 // has been seen long enough for a lease of the same instant to be seen too.
 func TestHolds(t *testing.T) {
-	self := scope.XR{API: scope.Claim, Name: "team-a-karpenter-x7k2p", UID: "uid-a"}
+	self := scope.XR{API: scope.Claim, Name: "karpenter-x7k2p", UID: "uid-a"}
 	teamC := scope.XR{API: scope.Claim, Name: "team-c-karpenter-q9w8e", UID: "uid-c"}
 	own := func(age time.Duration) *unstructured.Unstructured { return lease(self, now.Add(-age)) }
 	cases := map[string]struct {
@@ -158,7 +158,7 @@ func TestHolds(t *testing.T) {
 // refused.
 func TestSameInstant(t *testing.T) {
 	at := now.Add(-time.Minute)
-	a := scope.XR{API: scope.Claim, Name: "team-a-karpenter-x7k2p", UID: "uid-a"}
+	a := scope.XR{API: scope.Claim, Name: "karpenter-x7k2p", UID: "uid-a"}
 	c := scope.XR{API: scope.Namespaced, Namespace: "team-c", Name: "karpenter", UID: "uid-c"}
 	la, lc := lease(a, at), lease(c, at)
 	ha, ea := Holds(configIn("team-a"), a, Rivals{Leases: required(lc)}, observing(la), now)

@@ -3,6 +3,7 @@ package tenancy
 import (
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/crossplane/function-sdk-go/resource"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -44,11 +45,12 @@ func Own(xr scope.XR, observed map[resource.Name]resource.ObservedComposed) (own
 // claim. Crossplane binds a claim whose spec.resourceRef names an XR with
 // no claim yet (claim/reconciler.go: "A claim might be able to delete an XR
 // it's not bound to"), and deleting the claim then deletes that XR and
-// everything it composed. An XR Crossplane created for a claim was named
-// after it (metadata.generateName "<claim>-", syncer_ssa.go) and carried
-// the claim's labels before it composed anything, so every resource it
-// composed carries them too. An XR bound later fails one or the other.
-// own is what the XR controls (Own).
+// everything it composed. An XR Crossplane created for a claim is named
+// after it (generatedFor) and carried the claim's labels before it composed
+// anything, so everything it composed carries them too. An XR bound later
+// fails one or the other, unless it is named like a claim's XR and has
+// composed nothing: then it holds nothing to lose. own is what the XR
+// controls (Own).
 func Bound(xr map[string]any, api scope.API, own map[resource.Name]resource.ObservedComposed) *field.Error {
 	if !api.Claims {
 		return nil
@@ -63,7 +65,7 @@ func Bound(xr map[string]any, api scope.API, own map[resource.Name]resource.Obse
 			"this XR was not created for claim %s (%s): a claim binds only the XR Crossplane creates for it; remove the claim's spec.resourceRef and create it again", claim, why))
 	}
 	u := unstructured.Unstructured{Object: xr}
-	if u.GetGenerateName() != ref["name"]+"-" {
+	if !generatedFor(u.GetName(), ref["name"]) {
 		return refuse("its name was not generated from the claim's")
 	}
 	for _, n := range sortedNames(own) {
@@ -76,6 +78,22 @@ func Bound(xr map[string]any, api scope.API, own map[resource.Name]resource.Obse
 		}
 	}
 	return nil
+}
+
+// generatedFor tells whether name is one Crossplane generates for the XR
+// of a claim named claim: the claim's name and "-" (claim/syncer_ssa.go,
+// SetGenerateName, kept only until the next sync applies the XR by name),
+// cut to 58 characters, then five characters of the API server's name
+// generator's alphabet (k8s.io/apiserver v0.35 pkg/storage/names,
+// SimpleNameGenerator; k8s.io/apimachinery pkg/util/rand, alphanums).
+func generatedFor(name, claim string) bool {
+	const maxBase, random, alphanums = 58, 5, "bcdfghjklmnpqrstvwxz2456789"
+	base := claim + "-"
+	if len(base) > maxBase {
+		base = base[:maxBase]
+	}
+	suffix, ok := strings.CutPrefix(name, base)
+	return ok && len(suffix) == random && strings.Trim(suffix, alphanums) == ""
 }
 
 func sortedNames(m map[resource.Name]resource.ObservedComposed) []resource.Name {
