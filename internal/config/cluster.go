@@ -437,15 +437,24 @@ type Delivery struct {
 // tenancy declares for it, else the defaults (the ProviderConfig named
 // after the cluster, input.flux.sourceRef).
 func (c *Config) Delivery() Delivery {
-	d := Delivery{ProviderConfig: KubernetesName(c.Spec.Cluster.Name), FluxSource: c.Input.Flux.SourceRef}
-	cl, _ := c.Tenant()
-	if cl.KubernetesProviderConfig != "" {
-		d.ProviderConfig = cl.KubernetesProviderConfig
+	cl, ok := c.Tenant()
+	if !ok {
+		cl.Name = c.Spec.Cluster.Name
 	}
+	d := Delivery{ProviderConfig: deliveryProviderConfig(cl), FluxSource: c.Input.Flux.SourceRef}
 	if f := cl.Flux; f != nil && f.SourceRef != nil {
 		overlaySource(&d.FluxSource, *f.SourceRef)
 	}
 	return d
+}
+
+// deliveryProviderConfig is the provider-kubernetes ProviderConfig that
+// reaches cl: its own, else the one named after it.
+func deliveryProviderConfig(cl v1beta1.TenantCluster) string {
+	if cl.KubernetesProviderConfig != "" {
+		return cl.KubernetesProviderConfig
+	}
+	return KubernetesName(cl.Name)
 }
 
 // overlaySource sets on dst every field src sets.
@@ -498,7 +507,26 @@ func validateTenancy(t *v1beta1.Tenancy) field.ErrorList {
 	// provider-kubernetes ProviderConfig are named so, and IAM names are
 	// case-insensitive, so two names alike in that form are one cluster.
 	seen := map[string]int{}
+	// By the provider-kubernetes ProviderConfig each is applied through,
+	// as Delivery resolves it: two clusters sharing one would be one API
+	// server to the function, and one claim would manage, and delete, the
+	// namespace, the access check and the Kustomizations of the other.
+	through := map[string]int{}
 	for i, cl := range t.Clusters {
+		pc := deliveryProviderConfig(cl)
+		if j, ok := through[pc]; ok {
+			// Two defaults alike are two names alike, refused below.
+			if cl.KubernetesProviderConfig != "" || t.Clusters[j].KubernetesProviderConfig != "" {
+				why := "is also the ProviderConfig of %q (%s): one claim would manage and delete the other cluster's objects"
+				if cl.KubernetesProviderConfig == "" {
+					why = "defaults to the cluster's name, which is also the ProviderConfig of %q (%s): one claim would manage and delete the other cluster's objects; name this cluster's own"
+				}
+				errs = append(errs, field.Invalid(p.Index(i).Child("kubernetesProviderConfig"), pc,
+					fmt.Sprintf(why, t.Clusters[j].Name, p.Index(j).Child("kubernetesProviderConfig"))))
+			}
+		} else {
+			through[pc] = i
+		}
 		if !validClusterName(cl.Name) {
 			errs = append(errs, field.Invalid(p.Index(i).Child("name"), cl.Name, "must be an EKS cluster name"))
 		}
