@@ -29,6 +29,14 @@ const (
 	MaxSettledInterval     = time.Hour
 )
 
+// input.accessCheck.minRunInterval's bounds: a minute, so that a run asked
+// for right after a pass is never a flood; a day, so that one asked for is
+// never far off.
+const (
+	MinRunIntervalFloor   = time.Minute
+	MinRunIntervalCeiling = 24 * time.Hour
+)
+
 // Defaults of the cluster half of the input.
 const (
 	DefaultFluxNamespace           = "flux-system"
@@ -45,6 +53,7 @@ const (
 	DefaultBackoffLimit      int32 = 6
 	DefaultDeadline          int64 = 600
 	DefaultAttempts          int32 = 4
+	DefaultMinRunInterval          = "1h"
 	DefaultRootVolumeSize          = "50Gi"
 	// DefaultPublicSecurityGroupSuffix names the public nodes' security
 	// group <cluster>-public-nodes.
@@ -87,6 +96,7 @@ func defaultCluster(in *v1beta1.Input) {
 
 	a := &in.AccessCheck
 	setDefault(&a.Image, DefaultAccessCheckImage)
+	setDefault(&a.MinRunInterval, DefaultMinRunInterval)
 	if a.BackoffLimit == nil {
 		b := DefaultBackoffLimit
 		a.BackoffLimit = &b
@@ -199,6 +209,9 @@ func validateCluster(in v1beta1.Input) field.ErrorList {
 	f := p.Child("flux")
 	errs = append(errs, dnsLabel(f.Child("namespace"), in.Flux.Namespace)...)
 	errs = append(errs, validateSourceRef(f.Child("sourceRef"), in.Flux.SourceRef, false)...)
+	if in.Flux.ServiceAccountName != "" {
+		errs = append(errs, dnsSubdomain(f.Child("serviceAccountName"), in.Flux.ServiceAccountName)...)
+	}
 	for name, path := range map[string]string{"controllerPath": in.Flux.ControllerPath, "nodesPath": in.Flux.NodesPath, "monitoringPath": in.Flux.MonitoringPath} {
 		if !strings.HasPrefix(path, "./") || strings.Contains(path, "..") {
 			errs = append(errs, field.Invalid(f.Child(name), path, "must be a relative path inside the source, starting with ./"))
@@ -242,6 +255,10 @@ func validateCluster(in v1beta1.Input) field.ErrorList {
 
 	if in.AccessCheck.Image == "" || strings.ContainsAny(in.AccessCheck.Image, " \t\n") {
 		errs = append(errs, field.Invalid(p.Child("accessCheck", "image"), in.AccessCheck.Image, "must be an image reference with the AWS CLI"))
+	}
+	if d, err := time.ParseDuration(in.AccessCheck.MinRunInterval); err != nil || d < MinRunIntervalFloor || d > MinRunIntervalCeiling {
+		errs = append(errs, field.Invalid(p.Child("accessCheck", "minRunInterval"), in.AccessCheck.MinRunInterval,
+			fmt.Sprintf("must be a Go duration from %s to %s", MinRunIntervalFloor, MinRunIntervalCeiling)))
 	}
 
 	n := p.Child("nodes")

@@ -397,6 +397,24 @@ func TestLoadInvalid(t *testing.T) {
 			}}}),
 			want: []errorID{invalid("input.tenancy.clusters[1].kubernetesProviderConfig")},
 		},
+		"MinRunIntervalTooShort": {
+			reason: "A re-run a few seconds after a pass would let the annotation flood the account with checks again.",
+			spec:   xr(),
+			input:  input(map[string]any{"accessCheck": map[string]any{"minRunInterval": "10s"}}),
+			want:   []errorID{invalid("input.accessCheck.minRunInterval")},
+		},
+		"MinRunIntervalNotADuration": {
+			reason: "The interval is a Go duration.",
+			spec:   xr(),
+			input:  input(map[string]any{"accessCheck": map[string]any{"minRunInterval": "an hour"}}),
+			want:   []errorID{invalid("input.accessCheck.minRunInterval")},
+		},
+		"FluxServiceAccountInvalid": {
+			reason: "The ServiceAccount kustomize-controller impersonates is an object name: a DNS subdomain.",
+			spec:   xr(),
+			input:  input(map[string]any{"flux": map[string]any{"serviceAccountName": "Karpenter Flux"}}),
+			want:   []errorID{invalid("input.flux.serviceAccountName")},
+		},
 		"TenancyAccountNotAnAccount": {
 			reason: "A cluster's account is what node roles are checked against: 12 digits.",
 			spec:   xr(),
