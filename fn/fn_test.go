@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -28,7 +29,7 @@ var (
 		"interruption-queue-policy", "pod-identity-association",
 		"target-capacity-reservation", "target-health", "target-rebalance", "target-spot-interruption", "target-state-change",
 	}
-	step3 = []string{"access-check", "controller-namespace", "controller-service-account", "final-check", "final-check-rbac", "final-check-rbac-binding"}
+	step3 = []string{"access-check", "controller-namespace", "controller-service-account", "final-check", "final-check-rbac", "final-check-rbac-binding", "final-check-service-account", "final-check-token"}
 	step4 = []string{"controller-kustomization"}
 	// step5 is the node pools and, beside them, the monitoring: both wait
 	// for the controller only.
@@ -162,6 +163,8 @@ var (
 		"usage-final-check-before-controller-service-account",
 		"usage-final-check-before-final-check-rbac",
 		"usage-final-check-before-final-check-rbac-binding",
+		"usage-final-check-before-final-check-service-account",
+		"usage-final-check-before-final-check-token",
 		"usage-final-check-before-pod-identity-association",
 	}
 	controllerUsages = append([]string{
@@ -315,8 +318,9 @@ func walkToReady(t *testing.T, a api) {
 		t.Errorf("association roleArn %v, want the observed role ARN %s", got, wantRoleARN)
 	}
 
-	// Step 3 goes to the claimed cluster in two rounds: what lives in the
-	// namespace only once the namespace exists.
+	// Step 3 goes to the claimed cluster in three rounds: what lives in the
+	// namespace only once the namespace exists, and the final check's
+	// token once its ServiceAccount does.
 	observed = aws.observe(rsp, true)
 	rsp = call(observed)
 	round{desired: union(step1, step2, []string{"controller-namespace"}), usages: targetUsages, ready: union(step1, step2), conditions: installing(wantConditions(2, "Creating"))}.check(t, "step 2 Ready", rsp)
@@ -335,12 +339,16 @@ func walkToReady(t *testing.T, a api) {
 
 	observed = aws.observe(rsp, true)
 	rsp = call(observed)
-	round{desired: union(step1, step2, step3), usages: targetUsages, ready: union(step1, step2, []string{"controller-namespace"}), conditions: installing(wantConditions(2, "Creating"))}.check(t, "namespace Ready", rsp)
+	withoutToken := slices.DeleteFunc(slices.Clone(step3), func(n string) bool { return n == "final-check-token" })
+	round{desired: union(step1, step2, withoutToken), usages: targetUsages, ready: union(step1, step2, []string{"controller-namespace"}), conditions: installing(wantConditions(2, "Creating"))}.check(t, "namespace Ready", rsp)
 
 	observed = aws.observe(rsp, true)
 	observed["access-check"] = failedCheck(observed["access-check"], cluster.CheckQueue, "An error occurred (AWS.SimpleQueueService.NonExistentQueue) when calling the GetQueueUrl operation: The specified queue does not exist.")
 	rsp = call(observed)
-	round{desired: union(step1, step2, step3), usages: union(targetUsages, finalCheckUsages), ready: union(step1, step2, []string{"controller-namespace", "controller-service-account", "final-check", "final-check-rbac", "final-check-rbac-binding"}), conditions: installing(wantConditions(2, "Creating"))}.check(t, "access check failed", rsp)
+	// The token Secret has just been composed: not observed yet, and no
+	// Usage holds it yet.
+	tokenUsage := "usage-final-check-before-final-check-token"
+	round{desired: union(step1, step2, step3), usages: union(targetUsages, slices.DeleteFunc(slices.Clone(finalCheckUsages), func(n string) bool { return n == tokenUsage })), ready: union(step1, step2, []string{"controller-namespace", "controller-service-account", "final-check", "final-check-rbac", "final-check-rbac-binding", "final-check-service-account"}), conditions: installing(wantConditions(2, "Creating"))}.check(t, "access check failed", rsp)
 	if msg := conditionMessage(rsp, "AccessCheckReady"); !strings.Contains(msg, ": Pod failed (exit 11, Error): interruption-queue: An error occurred (AWS.SimpleQueueService.NonExistentQueue)") {
 		t.Errorf("a failed access check must reach the claim with its reason, got %q", msg)
 	}

@@ -83,6 +83,10 @@ func Needs(c *config.Config) map[fnresource.Name][]fnresource.Name {
 		FinalCheck:            {Namespace},
 		FinalCheckRBAC:        {Namespace},
 		FinalCheckRBACBinding: {Namespace},
+		// kube-controller-manager deletes a token Secret whose
+		// ServiceAccount does not exist.
+		FinalCheckServiceAccount: {Namespace},
+		FinalCheckToken:          {FinalCheckServiceAccount},
 	}
 }
 
