@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crossplane/function-sdk-go/resource"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,6 +20,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
+
+	"github.com/do-now/function-karpenter/internal/cluster"
 )
 
 // The two APIs a tenant may ask for Karpenter with, installed side by side.
@@ -364,9 +367,18 @@ func (c *karpenter) composed() (resources, usages map[string]*unstructured.Unstr
 	}
 	resources, usages = map[string]*unstructured.Unstructured{}, map[string]*unstructured.Unstructured{}
 	for n, u := range all {
-		if isUsage(n) {
+		switch {
+		case isUsage(n):
 			usages[n] = u
-		} else {
+		case cluster.IsCheckName(resource.Name(n)):
+			// Each access check Pod has an Object of its own (access-check, or
+			// access-check-<digest> while access-check carries the one it supersedes): the
+			// tests know the current one as access-check. The superseded one, which Crossplane
+			// deletes, no longer carries the XR's labels.
+			if was, ok := resources[accessCheck]; !ok || was.GetDeletionTimestamp() != nil {
+				resources[accessCheck] = u
+			}
+		default:
 			resources[n] = u
 		}
 	}
