@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -76,11 +77,12 @@ func Place(c *config.Config, observed map[resource.Name]resource.ObservedCompose
 	want := PodName(c)
 	c.AccessCheckName = ""
 	superseded := false
-	for name, ocd := range observed {
+	// In order, so that the answer is a function of the request.
+	for _, name := range slices.Sorted(maps.Keys(observed)) {
 		if !IsCheckName(name) {
 			continue
 		}
-		if s, ok := readCheck(ocd); ok && s.Name == want {
+		if s, ok := readCheck(observed[name]); ok && s.Name == want {
 			c.AccessCheckName = string(name)
 			return
 		}
@@ -134,7 +136,7 @@ func Run(c *config.Config, ocd resource.ObservedComposed, now time.Time) (wait t
 	switch {
 	case s.Observed != s.Name || s.Status.Phase == string(corev1.PodPending) || s.Status.Phase == string(corev1.PodRunning) || s.Status.Phase == "":
 		c.AccessCheckRun = ran
-		return 0, asking + ": the check runs now; it starts once that run ends, at once if it fails"
+		return 0, asking + ": the check runs now; it starts once that run failed, or input.accessCheck.minRunInterval after it passed"
 	case s.Status.Phase == string(corev1.PodSucceeded):
 		due := s.finished().Add(c.MinRunInterval())
 		if !now.Before(due) {
