@@ -14,8 +14,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/do-now/function-karpenter/internal/cluster"
@@ -261,16 +263,20 @@ const noCredentials = `Unable to locate credentials. You can configure credentia
 // script fails the credentials check after its retries. provider-kubernetes observes the
 // failed Pod, and nobody asks for a run: the function reads the exit code of the credentials
 // check from what provider-kubernetes observed (cluster.Attempt) and, once its 15-second
-// backoff is over, puts a new Pod in the same Object, attempt 2. Whether the request shows the
-// failure meanwhile depends on a reconcile landing within the backoff (with the XR's watch
+// backoff is over, puts a new Pod, attempt 2, in an Object of its own; Crossplane deletes the
+// Object of the Pod it supersedes, and provider-kubernetes that Pod. Whether the request shows
+// the failure meanwhile depends on a reconcile landing within the backoff (with the XR's watch
 // circuit breaker open, none may); when it does, it must be word for word. It returns the Pod
-// that failed, which testRealProviderKubernetes finds Failed as the kubelet reports it.
-func accessCheckRetried(t *testing.T, c *karpenter, claimed *claimedCluster) string {
+// that failed and, when the test saw it, that Pod as the first Object observed it Failed, which
+// testRealProviderKubernetes checks as the kubelet reported it.
+func accessCheckRetried(t *testing.T, c *karpenter, claimed *claimedCluster) (string, *corev1.Pod) {
 	t.Helper()
 	start := time.Now()
 	message := accessCheckMessage(checkCredentials, noCredentials)
 	resources, _ := c.composed()
 	object := resources[accessCheck]
+	first := podOf(object)
+	var failed *corev1.Pod
 	shown := false
 	c.wait(3*time.Minute, "the function to retry the access check in a new Pod, unasked", func() (bool, error) {
 		m, _ := c.condition(steps[2].condition)["message"].(string)
@@ -285,36 +291,33 @@ func accessCheckRetried(t *testing.T, c *karpenter, claimed *claimedCluster) str
 		}
 		resources, _ := c.composed()
 		o := resources[accessCheck]
-		if o.GetUID() != object.GetUID() {
-			return false, fmt.Errorf("the access-check Object was re-created: UID %s, was %s", o.GetUID(), object.GetUID())
+		if o.GetUID() == object.GetUID() {
+			if name, phase := observedPodOf(o); name == first && phase == string(corev1.PodFailed) && failed == nil {
+				m, _, _ := unstructured.NestedMap(o.Object, "status", "atProvider", "manifest")
+				failed = &corev1.Pod{}
+				if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m, failed); err != nil {
+					return false, err
+				}
+			}
+			return false, nil
 		}
 		annotations, _, _ := unstructured.NestedStringMap(o.Object, "spec", "forProvider", "manifest", "metadata", "annotations")
 		return annotations[cluster.AttemptAnnotation] == "2", nil
 	})
-	// The first Pod, the one that failed, is the one the claimed cluster holds besides the
-	// Object's.
-	resources, _ = c.composed()
-	second, first := podOf(resources[accessCheck]), ""
-	pods, err := claimed.kube.CoreV1().Pods("").List(t.Context(), metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range pods.Items {
-		if strings.HasPrefix(p.Name, cluster.AccessCheckPod+"-") && p.Name != second {
-			first = p.Name
-		}
-	}
-	if first == "" {
-		t.Errorf("the claimed cluster holds no access check Pod but the Object's %s: the first Pod is gone", second)
-	}
+	// The first Pod, the one that failed, goes with its Object.
+	ns, _, _ := unstructured.NestedString(object.Object, "spec", "forProvider", "manifest", "metadata", "namespace")
+	c.wait(2*time.Minute, "the claimed cluster to delete the first access check Pod "+first, func() (bool, error) {
+		_, err := claimed.kube.CoreV1().Pods(ns).Get(t.Context(), first, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
 	if v := c.getXR().GetAnnotations()[runAnnotation]; v != "" {
 		t.Errorf("the retry was asked for (%s=%s): it must come by itself", runAnnotation, v)
 	}
 	if !shown {
 		t.Logf("no reconcile of the %s landed within the backoff: the failure was not shown before the retry", c.api.kind)
 	}
-	t.Logf("the access check retried in a new Pod, attempt 2, unasked, %.0fs after the wiring was Ready (the first Pod: %s)", time.Since(start).Seconds(), first)
-	return first
+	t.Logf("the access check retried in a new Pod, attempt 2, unasked, %.0fs after the wiring was Ready (the first Pod, gone with its Object: %s)", time.Since(start).Seconds(), first)
+	return first, failed
 }
 
 // assertFailedWithoutCredentials checks the access check's Pod p ended as the kubelet reports

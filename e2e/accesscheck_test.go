@@ -137,7 +137,7 @@ func refusalOf(c check, cluster, region string) awsRefusal {
 // accessCheckMessage is what the function must write in AccessCheckReady when check c failed
 // with AWS's words aws: the Pod's exit code and reason, its termination message trimmed.
 func accessCheckMessage(c check, aws string) string {
-	return fmt.Sprintf("%s: Pod failed (exit %d, Error): %s: %s", accessCheck, c.exitCode, c.name, aws)
+	return fmt.Sprintf(": Pod failed (exit %d, Error): %s: %s", c.exitCode, c.name, aws)
 }
 
 // A remotePod is an access-check Pod in a claimed cluster the fake plays. It starts Pending and

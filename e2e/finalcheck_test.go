@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/do-now/function-karpenter/internal/cluster"
 )
@@ -79,8 +80,16 @@ func (c *claimedCluster) runFinalCheck(ctx context.Context, p *corev1.Pod) (*pro
 			return nil, err
 		}
 	}
+	// The Pod reaches the API server as the ServiceAccount its token Secret is of (its own, not
+	// the one it runs as for AWS), as the kubelet would mount that Secret once
+	// kube-controller-manager's serviceaccount-token controller, which the suite does not run,
+	// filled it: a token of that ServiceAccount, bound to the Pod here.
+	as, err := tokenSecretAccount(ctx, c.kube, p)
+	if err != nil {
+		return nil, err
+	}
 	expiry := int64(3600)
-	tok, err := c.kube.CoreV1().ServiceAccounts(p.Namespace).CreateToken(ctx, p.Spec.ServiceAccountName, &authv1.TokenRequest{
+	tok, err := c.kube.CoreV1().ServiceAccounts(p.Namespace).CreateToken(ctx, as, &authv1.TokenRequest{
 		Spec: authv1.TokenRequestSpec{ExpirationSeconds: &expiry, BoundObjectRef: &authv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: p.Name, UID: p.UID}},
 	}, metav1.CreateOptions{})
 	if err != nil {
@@ -108,6 +117,33 @@ func (c *claimedCluster) runFinalCheck(ctx context.Context, p *corev1.Pod) (*pro
 	// The container's HOME is /tmp, its own emptyDir: here, a directory of the Pod's own.
 	env = append(env, "HOME="+dir)
 	return startProc(c.logDir, "final-check-"+p.Name, env, ctr.Command[0], ctr.Command[1:]...)
+}
+
+// tokenSecretAccount is the ServiceAccount whose token Secret the Pod p mounts where the final
+// check's script reads its token (cluster.FinalCheckTokenDir).
+func tokenSecretAccount(ctx context.Context, kube kubernetes.Interface, p *corev1.Pod) (string, error) {
+	var secret string
+	for _, m := range p.Spec.Containers[0].VolumeMounts {
+		if m.MountPath != cluster.FinalCheckTokenDir {
+			continue
+		}
+		for _, v := range p.Spec.Volumes {
+			if v.Name == m.Name && v.Secret != nil {
+				secret = v.Secret.SecretName
+			}
+		}
+	}
+	if secret == "" {
+		return "", fmt.Errorf("the final check's Pod %s mounts no token Secret at %s", p.Name, cluster.FinalCheckTokenDir)
+	}
+	s, err := kube.CoreV1().Secrets(p.Namespace).Get(ctx, secret, metav1.GetOptions{})
+	if err != nil {
+		return "", err
+	}
+	if s.Type != corev1.SecretTypeServiceAccountToken || s.Annotations[corev1.ServiceAccountNameKey] == "" {
+		return "", fmt.Errorf("secret %s/%s is no ServiceAccount token Secret", p.Namespace, secret)
+	}
+	return s.Annotations[corev1.ServiceAccountNameKey], nil
 }
 
 // awsCalls is how much the final checks' stand-in AWS CLI has been asked so far, in the claimed
@@ -162,7 +198,8 @@ func uninstallPastAnInstance(t *testing.T, c *karpenter, claimed *claimedCluster
 		t.Helper()
 		resources, _ := c.composed()
 		for _, name := range []string{"controller-role", "controller-role-policy", "pod-identity-association", "controller-namespace",
-			"controller-service-account", "final-check", "final-check-rbac", "final-check-rbac-binding"} {
+			"controller-service-account", "final-check", "final-check-rbac", "final-check-rbac-binding",
+			"final-check-service-account", "final-check-token"} {
 			r, ok := resources[name]
 			switch {
 			case !ok:

@@ -375,6 +375,29 @@ func fluxCRDs() ([]string, error) {
 // fluxControllers are the claimed cluster's Flux controllers, as their processes are named.
 var fluxControllers = []string{"source-controller", "kustomize-controller", "helm-controller"}
 
+// fluxServiceAccount creates, as the platform does before any claim (docs/platform.md, "What
+// the platform must have"), the ServiceAccount the input names for kustomize-controller to
+// impersonate (flux.serviceAccountName) in the Kustomizations' namespace, bound to cluster-admin:
+// the controller's base applies CRDs, ClusterRoles and their bindings, which RBAC lets only a
+// subject that holds their permissions create. Nothing when the input names none.
+func (c *claimedCluster) fluxServiceAccount(ctx context.Context, input map[string]any, ns string) error {
+	sa, _, _ := unstructured.NestedString(input, "flux", "serviceAccountName")
+	if sa == "" {
+		return nil
+	}
+	for _, o := range []map[string]any{
+		{"apiVersion": "v1", "kind": "ServiceAccount", "metadata": map[string]any{"name": sa, "namespace": ns}},
+		{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": map[string]any{"name": "flux-" + ns + "-" + sa},
+			"roleRef":  map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+			"subjects": []any{map[string]any{"kind": "ServiceAccount", "name": sa, "namespace": ns}}},
+	} {
+		if err := c.apply(ctx, &unstructured.Unstructured{Object: o}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // startFlux points the claimed cluster's Flux at base (the GitRepository the platform's
 // function input names as its source) and starts its three controllers. Their processes join
 // the cluster's.
@@ -392,6 +415,9 @@ func (c *claimedCluster) startFlux(ctx context.Context, base *gitOpsBase) error 
 		}
 	}
 	ns, _, _ := unstructured.NestedString(input, "flux", "namespace")
+	if err := c.fluxServiceAccount(ctx, input, ns); err != nil {
+		return err
+	}
 	source, err := gitRepository(input, base)
 	if err != nil {
 		return err

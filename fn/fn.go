@@ -218,7 +218,7 @@ func (f *Function) compose(req *fnv1.RunFunctionRequest, objects any) (rsp *fnv1
 		return rsp, composed
 	}
 	cfg.XR = xr
-	cfg.AccessCheckRun = oxr.Resource.GetAnnotations()[cluster.RunAnnotation]
+	cfg.AccessCheckRun = cluster.RunKey(oxr.Resource.GetAnnotations()[cluster.RunAnnotation])
 	// A claim that waits on nothing is reconciled again after the
 	// platform's interval; one that waits is paced below.
 	rsp.GetMeta().Ttl = durationpb.New(cfg.Settled())
@@ -247,7 +247,7 @@ func (f *Function) compose(req *fnv1.RunFunctionRequest, objects any) (rsp *fnv1
 	}
 	reported := awsres.ReadObserved(observed)
 	cfg.ClusterVersion = reported.ClusterVersion
-	cfg.ClusterVPC = reported.ClusterVPC
+	cfg.ClusterVPC = awsres.KnownVPC(reported, observed)
 	errs = append(tenancy.Check(cfg, cfg.Owner.Namespace), awsres.CheckIdentity(cfg, observed)...)
 	errs = append(errs, cfg.CheckAMIsServe()...)
 	if e := tenancy.Bound(oxr.Resource.Object, xr.API, observed); e != nil {
@@ -272,10 +272,15 @@ func (f *Function) compose(req *fnv1.RunFunctionRequest, objects any) (rsp *fnv1
 	// The config is complete: the access check's Pod, which the next
 	// three calls name or build, is built once.
 	cluster.Prepare(cfg)
-	// A check that failed for a passing cause runs again, as a new Pod,
-	// once its backoff is over.
-	attempt, retryIn := cluster.Attempt(cfg, observed[cluster.AccessCheck], f.now())
+	// A new run asked for starts after a failure, or long enough after a
+	// pass; a check that failed for a passing cause runs again, as a new
+	// Pod, once its backoff is over. Each Pod has an Object of its own, and
+	// the one it supersedes goes.
+	_, check := cluster.ObservedCheck(observed)
+	runIn, runNote := cluster.Run(cfg, check, f.now())
+	attempt, retryIn := cluster.Attempt(cfg, check, f.now())
 	cfg.AccessCheckAttempt = attempt
+	cluster.Place(cfg, observed)
 	sequence.ProvenFirst(cfg, observed, &plan.Parts)
 	clusterLabels := map[string]string{config.ClusterLabel: config.KubernetesName(cfg.Spec.Cluster.Name)}
 	out, err := sequence.Run(sequence.Steps(cfg, reported, plan.Parts, observed, hold), observed, clusterLabels)
@@ -333,11 +338,25 @@ func (f *Function) compose(req *fnv1.RunFunctionRequest, objects any) (rsp *fnv1
 		rsp.GetMeta().Ttl = durationpb.New(ttl)
 		kind = paced
 	}
+	if runIn > 0 {
+		// The new run is due then: an answer of the clock, never cached.
+		rsp.GetMeta().Ttl = durationpb.New(min(rsp.GetMeta().GetTtl().AsDuration(), runIn))
+		kind = paced
+	}
 	if err := response.SetDesiredCompositeResource(rsp, dxr); err != nil {
 		response.Fatal(rsp, errors.Wrap(err, "cannot set desired composite resource"))
 		return rsp, kind
 	}
 
+	if runNote != "" {
+		// On AccessCheckReady's message, which keeps its reason: no event
+		// for it, however many values are asked for.
+		for i := range out.Conditions {
+			if out.Conditions[i].Type == sequence.AccessCheckReady {
+				out.Conditions[i].Message += "; " + runNote
+			}
+		}
+	}
 	conditions := append(out.Conditions, versionCondition(plan), poolsOf(poolstatus.ConditionType, poolsCondition), poolsOf(poolstatus.ValidationType, poolstatus.Validated(cfg, observed)))
 	if c, ok := tenancy.Admission(cfg, req); ok {
 		conditions = append(conditions, c)

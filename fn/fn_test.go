@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -34,7 +35,7 @@ var (
 		"interruption-queue-policy", "pod-identity-association",
 		"target-capacity-reservation", "target-health", "target-rebalance", "target-spot-interruption", "target-state-change",
 	}
-	step3 = []string{"access-check", "controller-namespace", "controller-service-account", "final-check", "final-check-rbac", "final-check-rbac-binding"}
+	step3 = []string{"access-check", "controller-namespace", "controller-service-account", "final-check", "final-check-rbac", "final-check-rbac-binding", "final-check-service-account", "final-check-token"}
 	step4 = []string{"controller-kustomization"}
 	// step5 is the node pools and, beside them, the monitoring: both wait
 	// for the controller only.
@@ -168,6 +169,8 @@ var (
 		"usage-final-check-before-controller-service-account",
 		"usage-final-check-before-final-check-rbac",
 		"usage-final-check-before-final-check-rbac-binding",
+		"usage-final-check-before-final-check-service-account",
+		"usage-final-check-before-final-check-token",
 		"usage-final-check-before-pod-identity-association",
 	}
 	controllerUsages = append([]string{
@@ -345,8 +348,9 @@ func walkToReady(t *testing.T, a api) {
 		t.Errorf("association roleArn %v, want the observed role ARN %s", got, wantRoleARN)
 	}
 
-	// Step 3 goes to the claimed cluster in two rounds: what lives in the
-	// namespace only once the namespace exists.
+	// Step 3 goes to the claimed cluster in three rounds: what lives in the
+	// namespace only once the namespace exists, and the final check's
+	// token once its ServiceAccount does.
 	observed = aws.observe(rsp, true)
 	rsp = call(observed)
 	round{desired: union(step1, step2, []string{"controller-namespace"}), usages: targetUsages, ready: union(step1, step2), conditions: installing(wantConditions(2, "Creating"))}.check(t, "step 2 Ready", rsp)
@@ -365,12 +369,16 @@ func walkToReady(t *testing.T, a api) {
 
 	observed = aws.observe(rsp, true)
 	rsp = call(observed)
-	round{desired: union(step1, step2, step3), usages: targetUsages, ready: union(step1, step2, []string{"controller-namespace"}), conditions: installing(wantConditions(2, "Creating"))}.check(t, "namespace Ready", rsp)
+	withoutToken := slices.DeleteFunc(slices.Clone(step3), func(n string) bool { return n == "final-check-token" })
+	round{desired: union(step1, step2, withoutToken), usages: targetUsages, ready: union(step1, step2, []string{"controller-namespace"}), conditions: installing(wantConditions(2, "Creating"))}.check(t, "namespace Ready", rsp)
 
 	observed = aws.observe(rsp, true)
 	observed["access-check"] = failedCheck(observed["access-check"], cluster.CheckQueue, "An error occurred (AWS.SimpleQueueService.NonExistentQueue) when calling the GetQueueUrl operation: The specified queue does not exist.")
 	rsp = call(observed)
-	round{desired: union(step1, step2, step3), usages: union(targetUsages, finalCheckUsages), ready: union(step1, step2, []string{"controller-namespace", "controller-service-account", "final-check", "final-check-rbac", "final-check-rbac-binding"}), conditions: installing(wantConditions(2, "Creating"))}.check(t, "access check failed", rsp)
+	// The token Secret has just been composed: not observed yet, and no
+	// Usage holds it yet.
+	tokenUsage := "usage-final-check-before-final-check-token"
+	round{desired: union(step1, step2, step3), usages: union(targetUsages, slices.DeleteFunc(slices.Clone(finalCheckUsages), func(n string) bool { return n == tokenUsage })), ready: union(step1, step2, []string{"controller-namespace", "controller-service-account", "final-check", "final-check-rbac", "final-check-rbac-binding", "final-check-service-account"}), conditions: installing(wantConditions(2, "Creating"))}.check(t, "access check failed", rsp)
 	if msg := conditionMessage(rsp, "AccessCheckReady"); !strings.Contains(msg, ": Pod failed (exit 11, Error): interruption-queue: An error occurred (AWS.SimpleQueueService.NonExistentQueue)") {
 		t.Errorf("a failed access check must reach the claim with its reason, got %q", msg)
 	}
@@ -746,15 +754,14 @@ func TestLegacyKustomizationsStopTheClaim(t *testing.T) {
 // accessCheckPod is the name of the Pod the access check's Object carries.
 func accessCheckPod(t *testing.T, rsp *fnv1.RunFunctionResponse) string {
 	t.Helper()
-	o := rsp.GetDesired().GetResources()["access-check"].GetResource().AsMap()
-	for _, k := range []string{"spec", "forProvider", "manifest", "metadata"} {
-		o, _ = o[k].(map[string]any)
+	checks := checksOf(rsp)
+	if len(checks) != 1 {
+		t.Fatalf("want one access check Pod desired, got %v", checks)
 	}
-	name, _ := o["name"].(string)
-	if name == "" {
-		t.Fatal("no access-check Pod desired")
+	for _, name := range checks {
+		return name
 	}
-	return name
+	return ""
 }
 
 // TestEachPreflightCheck fails each check of the access check in turn, as
@@ -821,13 +828,16 @@ func TestEachPreflightCheck(t *testing.T) {
 		t.Error("the new run passed, yet the controller is not composed")
 	}
 
-	// Another run asked for once the controller exists: the Pod that
-	// passed is no proof for the new one, which has not run yet; the
-	// controller stays.
+	// Another run asked for once the controller exists (the pass is older
+	// than the platform's minimum interval: the fake kubelet says no end):
+	// the Pod that passed is no proof for the new one, which has not run
+	// yet, in an Object of its own; the controller stays.
 	observed = aws.observe(rsp, true)
+	passed := accessCheckPod(t, rsp)
 	rsp = run(t, aRequest(t).withXRAnnotation(cluster.RunAnnotation, "2026-12-02").observing(observed).build())
-	if msg := conditionMessage(rsp, "AccessCheckReady"); conditionsOf(rsp)["AccessCheckReady"].Status != fnv1.Status_STATUS_CONDITION_FALSE || !strings.Contains(msg, "not \""+accessCheckPod(t, rsp)+"\" yet") {
-		t.Errorf("a third run asked for: AccessCheckReady %v %q, want False until the new Pod is observed", conditionsOf(rsp)["AccessCheckReady"], msg)
+	third := accessCheckPod(t, rsp)
+	if msg := conditionMessage(rsp, "AccessCheckReady"); third == passed || conditionsOf(rsp)["AccessCheckReady"].Status != fnv1.Status_STATUS_CONDITION_FALSE || !strings.Contains(msg, "waiting for") {
+		t.Errorf("a third run asked for: Pod %s (was %s), AccessCheckReady %v %q, want a new Pod and False until it is observed", third, passed, conditionsOf(rsp)["AccessCheckReady"], msg)
 	}
 	if _, ok := rsp.GetDesired().GetResources()["controller-kustomization"]; !ok {
 		t.Error("a new run of the access check dropped the controller")

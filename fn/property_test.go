@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/do-now/function-karpenter/internal/cluster"
 	"maps"
 	"math/rand"
 	"slices"
@@ -166,12 +167,18 @@ func checkInvariants(t *testing.T, where string, observed map[resource.Name]map[
 	}
 	desired := rsp.GetDesired().GetResources()
 
-	// Nothing that exists is ever withheld or dropped.
-	for n := range observed {
-		if _, ok := desired[string(n)]; !ok {
+	// Nothing that exists is ever withheld or dropped, but an access
+	// check another one supersedes.
+	for n, o := range observed {
+		if _, ok := desired[string(n)]; !ok && !superseded(n, o, rsp) {
 			t.Errorf("%s: %s exists but is not desired: Crossplane would delete it", where, n)
 		}
 	}
+	if checks := checksOf(rsp); len(checks) > 1 {
+		t.Errorf("%s: %d access checks composed, want the current one only: %v", where, len(checks), checks)
+	}
+	// The steps know the access check by its first name.
+	observed = byStepName(observed)
 
 	// A resource that does not exist yet appears only once every resource of
 	// every earlier step is observed Ready. The pools' observers follow
@@ -186,6 +193,9 @@ func checkInvariants(t *testing.T, where string, observed map[resource.Name]map[
 		}
 	}
 	for n := range desired {
+		if cluster.IsCheckName(resource.Name(n)) {
+			n = string(cluster.AccessCheck)
+		}
 		s, ours := stepOf[n]
 		if _, exists := observed[resource.Name(n)]; ours && !exists && s > firstUnready {
 			t.Errorf("%s: %s (step %d) appeared while step %d is not Ready", where, n, s+1, firstUnready+1)

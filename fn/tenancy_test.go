@@ -604,7 +604,7 @@ func declared(name, account, region string, namespaces ...any) map[string]any {
 func readyDesired(t *testing.T, aws fakeProviders, b *requestBuilder) map[string]map[string]any {
 	t.Helper()
 	var observed map[resource.Name]map[string]any
-	for range 10 {
+	for range 16 {
 		rsp := run(t, b.observing(observed).build())
 		if msg := fatal(rsp); msg != "" {
 			t.Fatalf("refused: %s", msg)

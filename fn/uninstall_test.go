@@ -33,7 +33,7 @@ var controllerNeeds = []string{
 // finalCheckNeeds are what the final check runs with, and so what must stay
 // while an instance Karpenter let go of is still listed: the controller's
 // AWS access, its namespace and ServiceAccount, the check's RBAC.
-var finalCheckNeeds = append([]string{"final-check-rbac", "final-check-rbac-binding"}, controllerNeeds...)
+var finalCheckNeeds = append([]string{"final-check-rbac", "final-check-rbac-binding", "final-check-service-account", "final-check-token"}, controllerNeeds...)
 
 // uninstall models the deletion of a settled claim on the rules of the real
 // parts, each cited, with the function's own answer as its input:

@@ -25,7 +25,7 @@ func readyAt(t *testing.T, v string, input func(*requestBuilder) *requestBuilder
 	if v == "" {
 		version = nil
 	}
-	for range 10 {
+	for range 16 {
 		rsp := run(t, input(aRequest(t).withSpec("version", version)).observing(observed).build())
 		if msg := fatal(rsp); msg != "" {
 			t.Fatalf("walking to Ready at %s: %s", v, msg)
@@ -35,7 +35,7 @@ func readyAt(t *testing.T, v string, input func(*requestBuilder) *requestBuilder
 		}
 		observed = aws.observe(rsp, true)
 	}
-	t.Fatalf("the claim did not get Ready at %s in 10 rounds", v)
+	t.Fatalf("the claim did not get Ready at %s in 16 rounds", v)
 	return nil
 }
 

@@ -18,7 +18,7 @@ import (
 func TestControllerPolicyFollowsTheObservedVPC(t *testing.T) {
 	aws := fakeProviders{t: t, account: account}
 	var ready map[resource.Name]map[string]any
-	for range 10 {
+	for range 16 {
 		ready = aws.observe(run(t, aRequest(t).observing(ready).build()), true)
 	}
 	if _, ok := ready["nodes-kustomization"]; !ok {

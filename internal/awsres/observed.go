@@ -6,6 +6,7 @@ import (
 	"github.com/crossplane/function-sdk-go/resource"
 
 	"github.com/do-now/function-karpenter/internal/interruption"
+	"github.com/do-now/function-karpenter/internal/policy"
 )
 
 // Observed are the identifiers AWS reported for the resources of step one.
@@ -48,4 +49,21 @@ func ReadObserved(ocds map[resource.Name]resource.ObservedComposed) Observed {
 		}
 	}
 	return o
+}
+
+// KnownVPC is the claimed cluster's VPC: as the observed cluster reports
+// it, else, while it reports none (unobserved a moment, its status being
+// rewritten), the VPC the observed controller policy grants, so that
+// nothing built from the VPC (the policy, the access check's Pod) changes
+// for a moment's silence. An EKS cluster cannot change VPC.
+func KnownVPC(o Observed, ocds map[resource.Name]resource.ObservedComposed) string {
+	if o.ClusterVPC != "" {
+		return o.ClusterVPC
+	}
+	ocd, ok := ocds[ControllerRolePolicy]
+	if !ok {
+		return ""
+	}
+	doc, _ := ocd.Resource.GetString("spec.forProvider.policy")
+	return policy.GrantedVPC(doc)
 }

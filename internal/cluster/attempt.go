@@ -34,55 +34,27 @@ var passingReasons = []string{"DeadlineExceeded", "Evicted"}
 // starts again at 1. wait is how long until the next attempt is due; zero
 // when none is.
 func Attempt(c *config.Config, ocd resource.ObservedComposed, now time.Time) (n int, wait time.Duration) {
-	r := ocd.Resource
-	if r == nil {
+	s, ok := readCheck(ocd)
+	if !ok {
 		return 1, 0
 	}
-	// Read part by part: the manifests' specs hold the preflight's script,
-	// which GetValueInto would encode and decode for nothing.
-	var desired, pod struct {
-		Metadata struct {
-			Name        string            `json:"name"`
-			Annotations map[string]string `json:"annotations"`
-		}
-		Status struct {
-			Phase             string `json:"phase"`
-			Reason            string `json:"reason"`
-			ContainerStatuses []struct {
-				State struct {
-					Terminated *struct {
-						ExitCode   int       `json:"exitCode"`
-						Message    string    `json:"message"`
-						FinishedAt time.Time `json:"finishedAt"`
-					} `json:"terminated"`
-				} `json:"state"`
-			} `json:"containerStatuses"`
-		}
-	}
-	if r.GetValueInto("spec.forProvider.manifest.metadata", &desired.Metadata) != nil {
-		return 1, 0
-	}
-	n, err := strconv.Atoi(desired.Metadata.Annotations[AttemptAnnotation])
-	if err != nil || n < 1 || desired.Metadata.Name != podName(c, builtPod(c), n) {
+	n, err := strconv.Atoi(s.Annotations[AttemptAnnotation])
+	if err != nil || n < 1 || s.Name != podName(builtPod(c), c.AccessCheckRun, n) {
 		return 1, 0 // what the check checks, or the run asked for, changed
 	}
-	if r.GetValueInto("status.atProvider.manifest.metadata", &pod.Metadata) != nil || pod.Metadata.Name != desired.Metadata.Name ||
-		r.GetValueInto("status.atProvider.manifest.status", &pod.Status) != nil ||
-		pod.Status.Phase != string(corev1.PodFailed) || n >= int(*c.Input.AccessCheck.Attempts) {
+	if s.Observed != s.Name || s.Status.Phase != string(corev1.PodFailed) || n >= int(*c.Input.AccessCheck.Attempts) {
 		return n, 0
 	}
-	var finished time.Time
-	transient := slices.Contains(passingReasons, pod.Status.Reason)
-	for _, cs := range pod.Status.ContainerStatuses {
+	transient := slices.Contains(passingReasons, s.Status.Reason)
+	for _, cs := range s.Status.ContainerStatuses {
 		if t := cs.State.Terminated; t != nil {
-			finished = t.FinishedAt
 			transient = transient || t.ExitCode == CheckCredentials.ExitCode || throttled(t.Message)
 		}
 	}
 	if !transient {
 		return n, 0 // AWS said no: a person fixes the cause and asks for a run
 	}
-	due := finished.Add(FirstBackoff << (n - 1))
+	due := s.finished().Add(FirstBackoff << (n - 1))
 	if now.Before(due) {
 		return n, due.Sub(now)
 	}

@@ -62,7 +62,9 @@ const AccessCheckPod = "karpenter-access-check"
 
 // RunAnnotation on the claim (or the namespaced XR) runs the access check
 // again when its value changes: the platform engineer sets it once the
-// cause of a failed check is fixed.
+// cause of a failed check is fixed. A check that passed runs again only
+// once input.accessCheck.minRunInterval has gone by (Run). The check's Pod
+// carries the run it is for under the same key (RunKey).
 const RunAnnotation = "socle.do-now.io/access-check-run"
 
 // ManagedNodeLabel is set on every node Karpenter launches: the controller
@@ -74,13 +76,17 @@ const ManagedNodeLabel = "karpenter.sh/nodepool"
 // check does not wait for its ServiceAccount, created alongside: should the
 // Pod come first, the API server refuses it and provider-kubernetes applies
 // it again a moment later, sooner than another round would.
-func Needs() map[fnresource.Name][]fnresource.Name {
+func Needs(c *config.Config) map[fnresource.Name][]fnresource.Name {
 	return map[fnresource.Name][]fnresource.Name{
 		ServiceAccount:        {Namespace},
-		AccessCheck:           {Namespace},
+		CheckName(c):          {Namespace},
 		FinalCheck:            {Namespace},
 		FinalCheckRBAC:        {Namespace},
 		FinalCheckRBACBinding: {Namespace},
+		// kube-controller-manager deletes a token Secret whose
+		// ServiceAccount does not exist.
+		FinalCheckServiceAccount: {Namespace},
+		FinalCheckToken:          {FinalCheckServiceAccount},
 	}
 }
 
@@ -100,7 +106,7 @@ func Manifests(c *config.Config) map[fnresource.Name]runtime.Object {
 	labels := Labels(c)
 	out := finalCheck(c, labels)
 	maps.Copy(out, map[fnresource.Name]runtime.Object{
-		AccessCheck: accessCheck(c, labels),
+		CheckName(c): accessCheck(c, labels),
 		Namespace: &corev1.Namespace{
 			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"},
 			ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: labels},
@@ -142,7 +148,7 @@ var (
 // bound to the claimed cluster's ProviderConfig.
 func Objects(c *config.Config) (map[fnresource.Name]runtime.Object, error) {
 	out := map[fnresource.Name]runtime.Object{}
-	readiness := map[fnresource.Name]Readiness{AccessCheck: Succeeded, FinalCheck: Available}
+	readiness := map[fnresource.Name]Readiness{CheckName(c): Succeeded, FinalCheck: Available}
 	for name, m := range Manifests(c) {
 		o, err := Object(c, m, readiness[name])
 		if err != nil {
@@ -190,10 +196,16 @@ func Object(c *config.Config, m runtime.Object, r Readiness) (*unstructured.Unst
 // other failure stays until what it checks or RunAnnotation changes.
 func accessCheck(c *config.Config, labels map[string]string) *corev1.Pod {
 	pod := builtPod(c)
+	annotations := map[string]string{AttemptAnnotation: strconv.Itoa(attempt(c))}
+	// Only when one was asked for: the Pods of before carry none, and
+	// each keeps its manifest.
+	if c.AccessCheckRun != "" {
+		annotations[RunAnnotation] = c.AccessCheckRun
+	}
 	return &corev1.Pod{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
-		ObjectMeta: metav1.ObjectMeta{Name: podName(c, pod, attempt(c)), Namespace: c.Input.PodIdentity.Namespace, Labels: labels,
-			Annotations: map[string]string{AttemptAnnotation: strconv.Itoa(attempt(c))}},
+		ObjectMeta: metav1.ObjectMeta{Name: podName(pod, c.AccessCheckRun, attempt(c)), Namespace: c.Input.PodIdentity.Namespace, Labels: labels,
+			Annotations: annotations},
 		// A copy: the Pod is converted, and may be changed, on its own.
 		Spec: *pod.Spec.DeepCopy(),
 	}
@@ -273,26 +285,25 @@ func awsEnv(c *config.Config) []corev1.EnvVar {
 }
 
 // PodName is the access check's Pod's name: it ends in a digest of the
-// Pod's spec and of RunAnnotation's value. A Pod cannot be changed, so a
-// change of what the check checks, or a new run asked for, is a new Pod,
-// which runs the checks again. provider-kubernetes leaves the Pod of the old
-// name behind, finished: the composed Object stays (nothing that exists is
-// dropped), and the old Pods go with the controller's namespace.
+// Pod's spec and of its run. A Pod cannot be changed, so a change of what
+// the check checks, a new run or a new attempt is a new Pod, which runs the
+// checks again, in a composed Object of its own (Place): Crossplane deletes
+// the Object of the Pod it supersedes, and provider-kubernetes its Pod.
 func PodName(c *config.Config) string {
-	return podName(c, builtPod(c), attempt(c))
+	return podName(builtPod(c), c.AccessCheckRun, attempt(c))
 }
 
-func podName(c *config.Config, pod *config.AccessCheckPod, attempt int) string {
-	return AccessCheckPod + "-" + accessCheckDigest(c, pod, attempt)
+func podName(pod *config.AccessCheckPod, run string, attempt int) string {
+	return AccessCheckPod + "-" + accessCheckDigest(pod, run, attempt)
 }
 
-// accessCheckDigest is a digest of the Pod's spec, the run asked for and,
-// after the first, the attempt.
-func accessCheckDigest(c *config.Config, pod *config.AccessCheckPod, attempt int) string {
+// accessCheckDigest is a digest of the Pod's spec, its run and, after the
+// first, the attempt.
+func accessCheckDigest(pod *config.AccessCheckPod, run string, attempt int) string {
 	h := sha256.New()
 	h.Write(pod.JSON)
 	h.Write([]byte{0})
-	h.Write([]byte(c.AccessCheckRun))
+	h.Write([]byte(run))
 	if attempt > 1 {
 		h.Write([]byte{0})
 		h.Write([]byte(strconv.Itoa(attempt)))

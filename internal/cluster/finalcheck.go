@@ -39,14 +39,34 @@ import (
 // the namespace, the ServiceAccount and the check's RBAC until the Object is
 // gone (package usage).
 const (
-	FinalCheck            fnresource.Name = "final-check"
-	FinalCheckRBAC        fnresource.Name = "final-check-rbac"
-	FinalCheckRBACBinding fnresource.Name = "final-check-rbac-binding"
+	FinalCheck               fnresource.Name = "final-check"
+	FinalCheckRBAC           fnresource.Name = "final-check-rbac"
+	FinalCheckRBACBinding    fnresource.Name = "final-check-rbac-binding"
+	FinalCheckServiceAccount fnresource.Name = "final-check-service-account"
+	FinalCheckToken          fnresource.Name = "final-check-token"
 )
 
-// FinalCheckName names the final check's Deployment, its Role and its
-// RoleBinding in the controller's namespace.
+// FinalCheckName names the final check's Deployment, its ServiceAccount,
+// Role and RoleBinding in the controller's namespace.
 const FinalCheckName = "karpenter-final-check"
+
+// FinalCheckTokenName is the Secret holding the API token of the final
+// check's ServiceAccount, and FinalCheckTokenDir where its Pod mounts it.
+//
+// Two identities, because one ServiceAccount cannot carry both: AWS's
+// comes through EKS Pod Identity, whose association and the controller
+// role's trust name the controller's ServiceAccount (policy.ControllerTrust),
+// so the Pod runs as that one; the Kubernetes API's is the final check's
+// own ServiceAccount, bound to FinalCheckRBAC alone, through this token,
+// as the Pod gets no token of the controller's (the chart binds that one
+// to Karpenter's cluster roles). A projected token is only ever the Pod's
+// own ServiceAccount's, so the token is a ServiceAccount token Secret,
+// which kube-controller-manager fills (its serviceaccount-token
+// controller) and keeps while the ServiceAccount exists.
+const (
+	FinalCheckTokenName = FinalCheckName + "-token"
+	FinalCheckTokenDir  = "/var/run/secrets/socle.do-now.io/final-check"
+)
 
 // FinalCheckFinalizer holds the final check's Deployment until no instance
 // of the cluster's is left.
@@ -89,14 +109,14 @@ func FinalCheckCall(c *config.Config) Call {
 // once that is marked deleted, list the instances; none left: remove the
 // finalizer, some: name them (instance IDs only: anything else the CLI
 // prints is never written into the patch). It reads and patches that one
-// Deployment and nothing else, as its ServiceAccount's token allows
+// Deployment and nothing else, as its own ServiceAccount's token allows
 // (FinalCheckRBAC).
 func FinalCheckScript(c *config.Config) string {
 	ns := c.Input.PodIdentity.Namespace
 	var b strings.Builder
 	line := func(s string) { b.WriteString(s + "\n") }
 	line(`set -u`)
-	line(`sa=${SERVICE_ACCOUNT_DIR:-/var/run/secrets/kubernetes.io/serviceaccount}`)
+	line(`sa=${SERVICE_ACCOUNT_DIR:-` + FinalCheckTokenDir + `}`)
 	line(`self="https://${KUBERNETES_SERVICE_HOST}:${KUBERNETES_SERVICE_PORT}/apis/apps/v1/namespaces/` + ns + `/deployments/` + FinalCheckName + `"`)
 	line(`# kube ARGS: one request to the API server, as this Pod's ServiceAccount.`)
 	line(`kube() { curl -sS --fail --max-time 30 --cacert "$sa/ca.crt" -H "Authorization: Bearer $(cat "$sa/token")" "$@"; }`)
@@ -145,15 +165,19 @@ func finalCheck(c *config.Config, labels map[string]string) map[fnresource.Name]
 		podLabels[k] = v
 	}
 	// The access check's Pod, as Prepare built it: where the controller
-	// runs, as its ServiceAccount, in the same image.
+	// runs, as its ServiceAccount for AWS, with no token of it, in the
+	// same image.
 	spec := *builtPod(c).Spec.DeepCopy()
-	// A Pod that keeps running: restarted if it ends, and with the API
-	// token it reads its Deployment with (the access check has none).
+	// A Pod that keeps running: restarted if it ends, and with its own
+	// ServiceAccount's API token, which it reads its Deployment with (the
+	// access check has none).
 	spec.RestartPolicy = corev1.RestartPolicyAlways
 	spec.ActiveDeadlineSeconds = nil
-	yes := true
-	spec.AutomountServiceAccountToken = &yes
+	spec.Volumes = append(spec.Volumes, corev1.Volume{Name: "api-token", VolumeSource: corev1.VolumeSource{
+		Secret: &corev1.SecretVolumeSource{SecretName: FinalCheckTokenName, Items: []corev1.KeyToPath{{Key: "token", Path: "token"}, {Key: "ca.crt", Path: "ca.crt"}}},
+	}})
 	ctr := &spec.Containers[0]
+	ctr.VolumeMounts = append(ctr.VolumeMounts, corev1.VolumeMount{Name: "api-token", MountPath: FinalCheckTokenDir, ReadOnly: true})
 	ctr.Command = []string{"/bin/sh", "-c", FinalCheckScript(c)}
 	ctr.TerminationMessagePolicy = corev1.TerminationMessageReadFile
 	ctr.Env = awsEnv(c) // not the cluster's version: an upgrade of the cluster changes nothing here
@@ -171,6 +195,16 @@ func finalCheck(c *config.Config, labels map[string]string) map[fnresource.Name]
 	deployment.Finalizers = []string{FinalCheckFinalizer}
 	return map[fnresource.Name]runtime.Object{
 		FinalCheck: deployment,
+		FinalCheckServiceAccount: &corev1.ServiceAccount{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"},
+			ObjectMeta: *meta.DeepCopy(),
+		},
+		FinalCheckToken: &corev1.Secret{
+			TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+			ObjectMeta: metav1.ObjectMeta{Name: FinalCheckTokenName, Namespace: ns, Labels: labels,
+				Annotations: map[string]string{corev1.ServiceAccountNameKey: FinalCheckName}},
+			Type: corev1.SecretTypeServiceAccountToken,
+		},
 		FinalCheckRBAC: &rbacv1.Role{
 			TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "Role"},
 			ObjectMeta: *meta.DeepCopy(),
@@ -183,7 +217,7 @@ func finalCheck(c *config.Config, labels map[string]string) map[fnresource.Name]
 			TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "RoleBinding"},
 			ObjectMeta: *meta.DeepCopy(),
 			RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: FinalCheckName},
-			Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: c.Input.PodIdentity.ServiceAccount, Namespace: ns}},
+			Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: FinalCheckName, Namespace: ns}},
 		},
 	}
 }

@@ -46,20 +46,46 @@ func TestFinalCheckNeedsOnlyWhatKarpenterIsGranted(t *testing.T) {
 }
 
 // TestFinalCheckObjects: the Deployment holds the uninstall (its
-// finalizer), runs where and as the controller runs, with an API token;
-// its RBAC lets it read and patch that Deployment, and nothing else.
+// finalizer) and runs where the controller runs. Its Kubernetes identity
+// is its own ServiceAccount, through that one's token, and the controller's
+// token is not mounted (the chart binds it to Karpenter's cluster roles);
+// its RBAC lets it read and patch that Deployment, and nothing else. Its
+// AWS identity stays the controller's ServiceAccount's, which Pod Identity
+// serves without a token.
 func TestFinalCheckObjects(t *testing.T) {
 	c := load(t, map[string]any{})
 	m := Manifests(c)
 	d := m[FinalCheck].(*appsv1.Deployment)
-	ns, sa := c.Input.PodIdentity.Namespace, c.Input.PodIdentity.ServiceAccount
+	ns, controllerSA := c.Input.PodIdentity.Namespace, c.Input.PodIdentity.ServiceAccount
 	if d.Name != FinalCheckName || d.Namespace != ns || !slices.Equal(d.Finalizers, []string{FinalCheckFinalizer}) {
 		t.Errorf("Deployment %s/%s with finalizers %v, want %s/%s with %s", d.Namespace, d.Name, d.Finalizers, ns, FinalCheckName, FinalCheckFinalizer)
 	}
 	pod := d.Spec.Template.Spec
-	check := m[AccessCheck].(*corev1.Pod).Spec
-	if pod.ServiceAccountName != sa || pod.AutomountServiceAccountToken == nil || !*pod.AutomountServiceAccountToken {
-		t.Errorf("the final check runs as %q, token mounted %v: want the controller's ServiceAccount %q, with a token", pod.ServiceAccountName, pod.AutomountServiceAccountToken, sa)
+	check := m[CheckName(c)].(*corev1.Pod).Spec
+	no := false
+	type identity struct {
+		ServiceAccountName           string
+		AutomountServiceAccountToken *bool
+		Volumes                      []corev1.Volume
+		Mounts                       []corev1.VolumeMount
+	}
+	want := identity{
+		ServiceAccountName:           controllerSA,
+		AutomountServiceAccountToken: &no,
+		Volumes: []corev1.Volume{
+			{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+			{Name: "api-token", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+				SecretName: FinalCheckTokenName, Items: []corev1.KeyToPath{{Key: "token", Path: "token"}, {Key: "ca.crt", Path: "ca.crt"}},
+			}}},
+		},
+		Mounts: []corev1.VolumeMount{{Name: "tmp", MountPath: "/tmp"}, {Name: "api-token", MountPath: FinalCheckTokenDir, ReadOnly: true}},
+	}
+	got := identity{pod.ServiceAccountName, pod.AutomountServiceAccountToken, pod.Volumes, pod.Containers[0].VolumeMounts}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("the final check's Pod must reach AWS as the controller's ServiceAccount, with no token of it, and the API with its own ServiceAccount's token (-want +got):\n%s", diff)
+	}
+	if !strings.Contains(FinalCheckScript(c), "sa=${SERVICE_ACCOUNT_DIR:-"+FinalCheckTokenDir+"}") {
+		t.Errorf("the final check's script does not read its token where the Pod mounts it, %s", FinalCheckTokenDir)
 	}
 	if !cmp.Equal(pod.NodeSelector, check.NodeSelector) || !cmp.Equal(pod.Tolerations, check.Tolerations) || !cmp.Equal(pod.Affinity, check.Affinity) {
 		t.Errorf("the final check is placed unlike the access check (where the controller runs): %v %v %v", pod.NodeSelector, pod.Tolerations, pod.Affinity)
@@ -70,15 +96,29 @@ func TestFinalCheckObjects(t *testing.T) {
 	if got := pod.Containers[0].Command; len(got) != 3 || got[2] != FinalCheckScript(c) {
 		t.Errorf("the final check's container runs %v, want its script", got)
 	}
+
+	sa, ok := m[FinalCheckServiceAccount].(*corev1.ServiceAccount)
+	if !ok || sa.Name != FinalCheckName || sa.Namespace != ns {
+		t.Fatalf("%s: %v, want ServiceAccount %s/%s", FinalCheckServiceAccount, m[FinalCheckServiceAccount], ns, FinalCheckName)
+	}
+	token, ok := m[FinalCheckToken].(*corev1.Secret)
+	if !ok {
+		t.Fatalf("%s: %v, want the ServiceAccount's token Secret", FinalCheckToken, m[FinalCheckToken])
+	}
+	if token.Name != FinalCheckTokenName || token.Namespace != ns || token.Type != corev1.SecretTypeServiceAccountToken ||
+		!cmp.Equal(token.Annotations, map[string]string{corev1.ServiceAccountNameKey: FinalCheckName}) || len(token.Data) != 0 {
+		t.Errorf("token Secret %s/%s of type %s annotated %v, want %s/%s, a token of ServiceAccount %s that kube-controller-manager fills",
+			token.Namespace, token.Name, token.Type, token.Annotations, ns, FinalCheckTokenName, FinalCheckName)
+	}
 	role := m[FinalCheckRBAC].(*rbacv1.Role)
-	want := []rbacv1.PolicyRule{{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, ResourceNames: []string{FinalCheckName}, Verbs: []string{"get", "patch"}}}
-	if diff := cmp.Diff(want, role.Rules); diff != "" || role.Namespace != ns {
+	rules := []rbacv1.PolicyRule{{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, ResourceNames: []string{FinalCheckName}, Verbs: []string{"get", "patch"}}}
+	if diff := cmp.Diff(rules, role.Rules); diff != "" || role.Namespace != ns {
 		t.Errorf("Role %s/%s grants more or less than reading and patching the final check's Deployment (-want +got):\n%s", role.Namespace, role.Name, diff)
 	}
 	binding := m[FinalCheckRBACBinding].(*rbacv1.RoleBinding)
-	if binding.RoleRef.Name != role.Name || binding.RoleRef.Kind != "Role" ||
-		!cmp.Equal(binding.Subjects, []rbacv1.Subject{{Kind: "ServiceAccount", Name: sa, Namespace: ns}}) {
-		t.Errorf("RoleBinding %v to %v, want the Role to the controller's ServiceAccount", binding.RoleRef, binding.Subjects)
+	if diff := cmp.Diff([]rbacv1.Subject{{Kind: "ServiceAccount", Name: FinalCheckName, Namespace: ns}}, binding.Subjects); diff != "" ||
+		binding.RoleRef != (rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: role.Name}) {
+		t.Errorf("RoleBinding %v, want the Role bound to the final check's own ServiceAccount, not the controller's (-want +got subjects):\n%s", binding.RoleRef, diff)
 	}
 }
 

@@ -29,6 +29,14 @@ const (
 	MaxSettledInterval     = time.Hour
 )
 
+// input.accessCheck.minRunInterval's bounds: a minute, so that a run asked
+// for right after a pass is never a flood; a day, so that one asked for is
+// never far off.
+const (
+	MinRunIntervalFloor   = time.Minute
+	MinRunIntervalCeiling = 24 * time.Hour
+)
+
 // Defaults of the cluster half of the input.
 const (
 	DefaultFluxNamespace           = "flux-system"
@@ -45,6 +53,7 @@ const (
 	DefaultBackoffLimit      int32 = 6
 	DefaultDeadline          int64 = 600
 	DefaultAttempts          int32 = 4
+	DefaultMinRunInterval          = "1h"
 	DefaultRootVolumeSize          = "50Gi"
 	// DefaultPublicSecurityGroupSuffix names the public nodes' security
 	// group <cluster>-public-nodes.
@@ -87,6 +96,7 @@ func defaultCluster(in *v1beta1.Input) {
 
 	a := &in.AccessCheck
 	setDefault(&a.Image, DefaultAccessCheckImage)
+	setDefault(&a.MinRunInterval, DefaultMinRunInterval)
 	if a.BackoffLimit == nil {
 		b := DefaultBackoffLimit
 		a.BackoffLimit = &b
@@ -199,6 +209,9 @@ func validateCluster(in v1beta1.Input) field.ErrorList {
 	f := p.Child("flux")
 	errs = append(errs, dnsLabel(f.Child("namespace"), in.Flux.Namespace)...)
 	errs = append(errs, validateSourceRef(f.Child("sourceRef"), in.Flux.SourceRef, false)...)
+	if in.Flux.ServiceAccountName != "" {
+		errs = append(errs, dnsSubdomain(f.Child("serviceAccountName"), in.Flux.ServiceAccountName)...)
+	}
 	for name, path := range map[string]string{"controllerPath": in.Flux.ControllerPath, "nodesPath": in.Flux.NodesPath, "monitoringPath": in.Flux.MonitoringPath} {
 		if !strings.HasPrefix(path, "./") || strings.Contains(path, "..") {
 			errs = append(errs, field.Invalid(f.Child(name), path, "must be a relative path inside the source, starting with ./"))
@@ -242,6 +255,10 @@ func validateCluster(in v1beta1.Input) field.ErrorList {
 
 	if in.AccessCheck.Image == "" || strings.ContainsAny(in.AccessCheck.Image, " \t\n") {
 		errs = append(errs, field.Invalid(p.Child("accessCheck", "image"), in.AccessCheck.Image, "must be an image reference with the AWS CLI"))
+	}
+	if d, err := time.ParseDuration(in.AccessCheck.MinRunInterval); err != nil || d < MinRunIntervalFloor || d > MinRunIntervalCeiling {
+		errs = append(errs, field.Invalid(p.Child("accessCheck", "minRunInterval"), in.AccessCheck.MinRunInterval,
+			fmt.Sprintf("must be a Go duration from %s to %s", MinRunIntervalFloor, MinRunIntervalCeiling)))
 	}
 
 	n := p.Child("nodes")
@@ -437,15 +454,24 @@ type Delivery struct {
 // tenancy declares for it, else the defaults (the ProviderConfig named
 // after the cluster, input.flux.sourceRef).
 func (c *Config) Delivery() Delivery {
-	d := Delivery{ProviderConfig: KubernetesName(c.Spec.Cluster.Name), FluxSource: c.Input.Flux.SourceRef}
-	cl, _ := c.Tenant()
-	if cl.KubernetesProviderConfig != "" {
-		d.ProviderConfig = cl.KubernetesProviderConfig
+	cl, ok := c.Tenant()
+	if !ok {
+		cl.Name = c.Spec.Cluster.Name
 	}
+	d := Delivery{ProviderConfig: deliveryProviderConfig(cl), FluxSource: c.Input.Flux.SourceRef}
 	if f := cl.Flux; f != nil && f.SourceRef != nil {
 		overlaySource(&d.FluxSource, *f.SourceRef)
 	}
 	return d
+}
+
+// deliveryProviderConfig is the provider-kubernetes ProviderConfig that
+// reaches cl: its own, else the one named after it.
+func deliveryProviderConfig(cl v1beta1.TenantCluster) string {
+	if cl.KubernetesProviderConfig != "" {
+		return cl.KubernetesProviderConfig
+	}
+	return KubernetesName(cl.Name)
 }
 
 // overlaySource sets on dst every field src sets.
@@ -498,7 +524,26 @@ func validateTenancy(t *v1beta1.Tenancy) field.ErrorList {
 	// provider-kubernetes ProviderConfig are named so, and IAM names are
 	// case-insensitive, so two names alike in that form are one cluster.
 	seen := map[string]int{}
+	// By the provider-kubernetes ProviderConfig each is applied through,
+	// as Delivery resolves it: two clusters sharing one would be one API
+	// server to the function, and one claim would manage, and delete, the
+	// namespace, the access check and the Kustomizations of the other.
+	through := map[string]int{}
 	for i, cl := range t.Clusters {
+		pc := deliveryProviderConfig(cl)
+		if j, ok := through[pc]; ok {
+			// Two defaults alike are two names alike, refused below.
+			if cl.KubernetesProviderConfig != "" || t.Clusters[j].KubernetesProviderConfig != "" {
+				why := "is also the ProviderConfig of %q (%s): one claim would manage and delete the other cluster's objects"
+				if cl.KubernetesProviderConfig == "" {
+					why = "defaults to the cluster's name, which is also the ProviderConfig of %q (%s): one claim would manage and delete the other cluster's objects; name this cluster's own"
+				}
+				errs = append(errs, field.Invalid(p.Index(i).Child("kubernetesProviderConfig"), pc,
+					fmt.Sprintf(why, t.Clusters[j].Name, p.Index(j).Child("kubernetesProviderConfig"))))
+			}
+		} else {
+			through[pc] = i
+		}
 		if !validClusterName(cl.Name) {
 			errs = append(errs, field.Invalid(p.Index(i).Child("name"), cl.Name, "must be an EKS cluster name"))
 		}

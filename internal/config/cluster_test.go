@@ -40,7 +40,7 @@ func TestClusterDefaults(t *testing.T) {
 			Requests: corev1.ResourceList{"cpu": resource.MustParse("500m"), "memory": resource.MustParse("512Mi")},
 			Limits:   corev1.ResourceList{"cpu": resource.MustParse("1"), "memory": resource.MustParse("1Gi")},
 		}}},
-		AccessCheck: v1beta1.AccessCheck{Image: "public.ecr.aws/aws-cli/aws-cli:2.31.30", BackoffLimit: &backoff, Attempts: &attempts, ActiveDeadlineSeconds: &deadline},
+		AccessCheck: v1beta1.AccessCheck{Image: "public.ecr.aws/aws-cli/aws-cli:2.31.30", BackoffLimit: &backoff, Attempts: &attempts, ActiveDeadlineSeconds: &deadline, MinRunInterval: "1h"},
 		Monitoring:  v1beta1.Monitoring{Enabled: &on, NearLimitsRatio: "0.9"},
 		Nodes: v1beta1.Nodes{
 			PrivateSubnetTags:         map[string]string{"kubernetes.io/role/internal-elb": "1"},

@@ -64,12 +64,16 @@ type Config struct {
 	// VersionDefaulted is true when the claim names no version and has the
 	// platform's default: such a claim follows the default up, never down.
 	VersionDefaulted bool
-	// AccessCheckRun is the XR's socle.do-now.io/access-check-run
-	// annotation: a new value runs the access check again.
+	// AccessCheckRun is the run the access check's Pod is for: the XR's
+	// socle.do-now.io/access-check-run annotation (internal/cluster.RunKey),
+	// or the run its Pod ran while a new one waits (internal/cluster.Run).
 	AccessCheckRun string
 	// AccessCheckAttempt is which attempt of this run the access check's
 	// Pod is, from 1 (internal/cluster.Attempt).
 	AccessCheckAttempt int
+	// AccessCheckName is the composed resource name the access check's
+	// Pod goes by (internal/cluster.Place); empty: access-check.
+	AccessCheckName string
 	// ClusterVersion is the claimed cluster's Kubernetes version as AWS
 	// reports it (1.34); empty until the observed cluster says.
 	ClusterVersion string
@@ -421,5 +425,12 @@ func ordered(errs field.ErrorList) field.ErrorList {
 // (input.settledInterval, validated by Load).
 func (c *Config) Settled() time.Duration {
 	d, _ := time.ParseDuration(c.Input.SettledInterval)
+	return d
+}
+
+// MinRunInterval is how long after a pass the access check runs again on
+// a new run asked for (input.accessCheck.minRunInterval, validated by Load).
+func (c *Config) MinRunInterval() time.Duration {
+	d, _ := time.ParseDuration(c.Input.AccessCheck.MinRunInterval)
 	return d
 }

@@ -370,6 +370,51 @@ func TestLoadInvalid(t *testing.T) {
 			}}}),
 			want: []errorID{invalid("input.tenancy.clusters[1].name")},
 		},
+		"ProviderConfigShared": {
+			reason: "Two clusters applied through one provider-kubernetes ProviderConfig would let one claim manage, and delete, the other cluster's namespace: the second is refused.",
+			spec:   xr(),
+			input: input(map[string]any{"tenancy": map[string]any{"clusters": []any{
+				map[string]any{"name": "prod-eu", "account": "111122223333", "kubernetesProviderConfig": "shared"},
+				map[string]any{"name": "prod-us", "account": "444455556666", "kubernetesProviderConfig": "shared"},
+			}}}),
+			want: []errorID{invalid("input.tenancy.clusters[1].kubernetesProviderConfig")},
+		},
+		"ProviderConfigSharedWithADefault": {
+			reason: "A cluster that names no ProviderConfig is applied through the one named after it: another cluster naming that one shares it.",
+			spec:   xr(),
+			input: input(map[string]any{"tenancy": map[string]any{"clusters": []any{
+				map[string]any{"name": "prod-eu", "account": "111122223333"},
+				map[string]any{"name": "prod-us", "account": "444455556666", "kubernetesProviderConfig": "prod-eu"},
+			}}}),
+			want: []errorID{invalid("input.tenancy.clusters[1].kubernetesProviderConfig")},
+		},
+		"DefaultProviderConfigTaken": {
+			reason: "The default, the cluster's name, is refused too when an earlier cluster named it as its own.",
+			spec:   xr(),
+			input: input(map[string]any{"tenancy": map[string]any{"clusters": []any{
+				map[string]any{"name": "prod-eu", "account": "111122223333", "kubernetesProviderConfig": "prod-us"},
+				map[string]any{"name": "prod-us", "account": "444455556666"},
+			}}}),
+			want: []errorID{invalid("input.tenancy.clusters[1].kubernetesProviderConfig")},
+		},
+		"MinRunIntervalTooShort": {
+			reason: "A re-run a few seconds after a pass would let the annotation flood the account with checks again.",
+			spec:   xr(),
+			input:  input(map[string]any{"accessCheck": map[string]any{"minRunInterval": "10s"}}),
+			want:   []errorID{invalid("input.accessCheck.minRunInterval")},
+		},
+		"MinRunIntervalNotADuration": {
+			reason: "The interval is a Go duration.",
+			spec:   xr(),
+			input:  input(map[string]any{"accessCheck": map[string]any{"minRunInterval": "an hour"}}),
+			want:   []errorID{invalid("input.accessCheck.minRunInterval")},
+		},
+		"FluxServiceAccountInvalid": {
+			reason: "The ServiceAccount kustomize-controller impersonates is an object name: a DNS subdomain.",
+			spec:   xr(),
+			input:  input(map[string]any{"flux": map[string]any{"serviceAccountName": "Karpenter Flux"}}),
+			want:   []errorID{invalid("input.flux.serviceAccountName")},
+		},
 		"TenancyAccountNotAnAccount": {
 			reason: "A cluster's account is what node roles are checked against: 12 digits.",
 			spec:   xr(),

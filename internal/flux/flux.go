@@ -165,6 +165,10 @@ func kustomization(c *config.Config, name, path string) *kustomizev1.Kustomizati
 			Prune:         true,
 			Wait:          true,
 			SourceRef:     kustomizev1.CrossNamespaceSourceReference{Kind: src.Kind, Name: src.Name, Namespace: src.Namespace},
+			// What kustomize-controller applies, prunes and deletes is
+			// what the platform grants this ServiceAccount, not all that
+			// its own identity may.
+			ServiceAccountName: c.Input.Flux.ServiceAccountName,
 		},
 	}
 }

@@ -1,7 +1,9 @@
 package policy
 
 import (
+	"encoding/json"
 	"fmt"
+	"strings"
 )
 
 // ControllerParams are what the controller policy is scoped to.
@@ -91,7 +93,7 @@ func ControllerV1_14(p ControllerParams) Document {
 				// Network interfaces stay as upstream scopes them: the
 				// ones a launch creates are in the subnet it names, which
 				// this statement confines.
-				Sid:       "AllowScopedEC2InstanceAccessActionsInClusterVPC",
+				Sid:       InClusterVPC,
 				Effect:    Allow,
 				Resource:  ec2s("*:security-group/*", "*:subnet/*"),
 				Action:    []string{"ec2:RunInstances", "ec2:CreateFleet"},
@@ -293,4 +295,25 @@ func ownedByNodePool(cluster string) Condition {
 		"StringEquals": {"aws:ResourceTag/kubernetes.io/cluster/" + cluster: one("owned")},
 		"StringLike":   {"aws:ResourceTag/karpenter.sh/nodepool": one("*")},
 	}
+}
+
+// InClusterVPC is the statement that grants launches in the cluster's VPC
+// alone.
+const InClusterVPC = "AllowScopedEC2InstanceAccessActionsInClusterVPC"
+
+// GrantedVPC is the VPC ID a controller policy document grants launches
+// in; empty when it grants none.
+func GrantedVPC(doc string) string {
+	var d Document
+	if json.Unmarshal([]byte(doc), &d) != nil {
+		return ""
+	}
+	for _, st := range d.Statement {
+		if vpcs := st.Condition["ArnLike"]["ec2:Vpc"]; st.Sid == InClusterVPC && len(vpcs) == 1 {
+			if _, id, ok := strings.Cut(vpcs[0], ":vpc/"); ok {
+				return id
+			}
+		}
+	}
+	return ""
 }

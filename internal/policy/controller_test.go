@@ -405,3 +405,18 @@ func TestReservations(t *testing.T) {
 		})
 	}
 }
+
+// TestGrantedVPC reads back the VPC a controller policy grants launches
+// in, and nothing from a document that grants none.
+func TestGrantedVPC(t *testing.T) {
+	p := testParams("aws", "eu-west-3")
+	p.VPC = "vpc-0c4a7"
+	if got := policy.GrantedVPC(policy.ControllerV1_14(p).JSON()); got != "vpc-0c4a7" {
+		t.Errorf("GrantedVPC: %q, want vpc-0c4a7", got)
+	}
+	for _, doc := range []string{"", "{", policy.InterruptionQueue("arn:aws:sqs:eu-west-3:111122223333:q", nil, "arn:aws:iam::111122223333:role/r").JSON()} {
+		if got := policy.GrantedVPC(doc); got != "" {
+			t.Errorf("GrantedVPC(%.40q): %q, want none", doc, got)
+		}
+	}
+}

@@ -65,7 +65,7 @@ func Steps(c *config.Config, o awsres.Observed, p Parts, observed map[resource.N
 		{
 			Condition: AccessCheckReady,
 			Build:     func() (map[resource.Name]runtime.Object, error) { return cluster.Objects(c) },
-			Needs:     cluster.Needs(),
+			Needs:     cluster.Needs(c),
 		},
 		{
 			Condition: ControllerReady,
@@ -148,7 +148,7 @@ func ProvenFirst(c *config.Config, observed map[resource.Name]resource.ObservedC
 	if !exists {
 		return
 	}
-	if check, ok := observed[cluster.AccessCheck]; ok && Observe(check).Ready {
+	if check, ok := observed[cluster.CheckName(c)]; ok && Observe(check).Ready {
 		if name, _ := check.Resource.GetString("status.atProvider.manifest.metadata.name"); name == cluster.PodName(c) {
 			return
 		}

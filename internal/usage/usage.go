@@ -80,7 +80,8 @@ func Edges() []Edge {
 		replacement := Edge{By: cluster.FinalCheck, Of: of}
 		edges = append(edges, replacement, Edge{By: flux.ControllerKustomization, Of: of, ReplacedBy: &replacement})
 	}
-	edges = append(edges, Edge{By: cluster.FinalCheck, Of: cluster.FinalCheckRBAC}, Edge{By: cluster.FinalCheck, Of: cluster.FinalCheckRBACBinding})
+	edges = append(edges, Edge{By: cluster.FinalCheck, Of: cluster.FinalCheckRBAC}, Edge{By: cluster.FinalCheck, Of: cluster.FinalCheckRBACBinding},
+		Edge{By: cluster.FinalCheck, Of: cluster.FinalCheckServiceAccount}, Edge{By: cluster.FinalCheck, Of: cluster.FinalCheckToken})
 	held := []resource.Name{awsres.InterruptionQueue, awsres.InterruptionQueuePolicy, flux.MonitoringKustomization}
 	for _, r := range interruption.Rules {
 		held = append(held, awsres.TargetResource(r))

@@ -282,6 +282,14 @@ type Flux struct {
 	// +kubebuilder:default="1m"
 	// +optional
 	RetryInterval string `json:"retryInterval,omitempty"`
+	// ServiceAccountName is the ServiceAccount, in Namespace of the claimed
+	// cluster, that kustomize-controller impersonates to apply the
+	// Kustomizations (their spec.serviceAccountName): what they may change
+	// is what the platform grants it. The platform creates it and its RBAC
+	// (docs/platform.md). Unset, kustomize-controller applies them with its
+	// own identity, or the one its --default-service-account names.
+	// +optional
+	ServiceAccountName string `json:"serviceAccountName,omitempty"`
 }
 
 // Controller places the controller and the access check.
@@ -419,6 +427,15 @@ type AccessCheck struct {
 	// +kubebuilder:validation:Maximum=3600
 	// +optional
 	ActiveDeadlineSeconds *int64 `json:"activeDeadlineSeconds,omitempty"`
+	// MinRunInterval is how long after a check passed a new value of the
+	// claim's socle.do-now.io/access-check-run annotation runs it again,
+	// as a Go duration from 1m to 24h: sooner, the value waits, and the
+	// claim's AccessCheckReady condition says until when. A failed check
+	// runs again at once. Each run makes about twenty AWS calls in the
+	// cluster's account.
+	// +kubebuilder:default="1h"
+	// +optional
+	MinRunInterval string `json:"minRunInterval,omitempty"`
 }
 
 // Nodes are the platform's node pool settings.
