@@ -3,6 +3,7 @@ package awsres
 import (
 	"encoding/json"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -159,11 +160,11 @@ func (s statement) principalMatches(t *testing.T, req request) bool {
 	for kind, ids := range p {
 		switch kind {
 		case "AWS":
-			if req.Principal != "" && (anyEqual(ids, req.Principal) || anyEqual(ids, "*")) {
+			if req.Principal != "" && (slices.Contains(ids, req.Principal) || slices.Contains(ids, "*")) {
 				return true
 			}
 		case "Service":
-			if req.Service != "" && anyEqual(ids, req.Service) {
+			if req.Service != "" && slices.Contains(ids, req.Service) {
 				return true
 			}
 		default:
@@ -289,14 +290,6 @@ func anyGlob(patterns []string, s string, fold bool) bool {
 	return false
 }
 
-func anyEqual(vs []string, s string) bool {
-	for _, v := range vs {
-		if v == s {
-			return true
-		}
-	}
-	return false
-}
 
 func all(vs []string, f func(string) bool) bool {
 	for _, v := range vs {

@@ -2,6 +2,8 @@ package tenancy
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 
@@ -68,7 +70,7 @@ func Bound(xr map[string]any, api scope.API, own map[resource.Name]resource.Obse
 	if !generatedFor(u.GetName(), ref["name"]) {
 		return refuse("its name was not generated from the claim's")
 	}
-	for _, n := range sortedNames(own) {
+	for _, n := range slices.Sorted(maps.Keys(own)) {
 		o := own[n].Resource
 		if o.GetDeletionTimestamp() != nil {
 			continue
@@ -94,13 +96,4 @@ func generatedFor(name, claim string) bool {
 	}
 	suffix, ok := strings.CutPrefix(name, base)
 	return ok && len(suffix) == random && strings.Trim(suffix, alphanums) == ""
-}
-
-func sortedNames(m map[resource.Name]resource.ObservedComposed) []resource.Name {
-	out := make([]resource.Name, 0, len(m))
-	for n := range m {
-		out = append(out, n)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
-	return out
 }
