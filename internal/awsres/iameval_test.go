@@ -290,7 +290,6 @@ func anyGlob(patterns []string, s string, fold bool) bool {
 	return false
 }
 
-
 func all(vs []string, f func(string) bool) bool {
 	for _, v := range vs {
 		if !f(v) {
