@@ -84,13 +84,16 @@ func (c *claimedCluster) runFinalCheck(ctx context.Context, p *corev1.Pod) (*pro
 	// the one it runs as for AWS), as the kubelet would mount that Secret once
 	// kube-controller-manager's serviceaccount-token controller, which the suite does not run,
 	// filled it: a token of that ServiceAccount, bound to the Pod here.
-	as, err := tokenSecretAccount(ctx, c.kube, p)
+	secret, err := tokenSecret(ctx, c.kube, p)
 	if err != nil {
 		return nil, err
 	}
+	// Bound to the Secret, as a token Secret's token lives and dies with it: the API server
+	// binds a token to a Pod only for the Pod's own ServiceAccount, which here is the
+	// controller's.
 	expiry := int64(3600)
-	tok, err := c.kube.CoreV1().ServiceAccounts(p.Namespace).CreateToken(ctx, as, &authv1.TokenRequest{
-		Spec: authv1.TokenRequestSpec{ExpirationSeconds: &expiry, BoundObjectRef: &authv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: p.Name, UID: p.UID}},
+	tok, err := c.kube.CoreV1().ServiceAccounts(p.Namespace).CreateToken(ctx, secret.Annotations[corev1.ServiceAccountNameKey], &authv1.TokenRequest{
+		Spec: authv1.TokenRequestSpec{ExpirationSeconds: &expiry, BoundObjectRef: &authv1.BoundObjectReference{Kind: "Secret", APIVersion: "v1", Name: secret.Name, UID: secret.UID}},
 	}, metav1.CreateOptions{})
 	if err != nil {
 		return nil, err
@@ -119,9 +122,9 @@ func (c *claimedCluster) runFinalCheck(ctx context.Context, p *corev1.Pod) (*pro
 	return startProc(c.logDir, "final-check-"+p.Name, env, ctr.Command[0], ctr.Command[1:]...)
 }
 
-// tokenSecretAccount is the ServiceAccount whose token Secret the Pod p mounts where the final
-// check's script reads its token (cluster.FinalCheckTokenDir).
-func tokenSecretAccount(ctx context.Context, kube kubernetes.Interface, p *corev1.Pod) (string, error) {
+// tokenSecret is the ServiceAccount token Secret the Pod p mounts where the final check's script
+// reads its token (cluster.FinalCheckTokenDir).
+func tokenSecret(ctx context.Context, kube kubernetes.Interface, p *corev1.Pod) (*corev1.Secret, error) {
 	var secret string
 	for _, m := range p.Spec.Containers[0].VolumeMounts {
 		if m.MountPath != cluster.FinalCheckTokenDir {
@@ -134,16 +137,16 @@ func tokenSecretAccount(ctx context.Context, kube kubernetes.Interface, p *corev
 		}
 	}
 	if secret == "" {
-		return "", fmt.Errorf("the final check's Pod %s mounts no token Secret at %s", p.Name, cluster.FinalCheckTokenDir)
+		return nil, fmt.Errorf("the final check's Pod %s mounts no token Secret at %s", p.Name, cluster.FinalCheckTokenDir)
 	}
 	s, err := kube.CoreV1().Secrets(p.Namespace).Get(ctx, secret, metav1.GetOptions{})
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	if s.Type != corev1.SecretTypeServiceAccountToken || s.Annotations[corev1.ServiceAccountNameKey] == "" {
-		return "", fmt.Errorf("secret %s/%s is no ServiceAccount token Secret", p.Namespace, secret)
+		return nil, fmt.Errorf("secret %s/%s is no ServiceAccount token Secret", p.Namespace, secret)
 	}
-	return s.Annotations[corev1.ServiceAccountNameKey], nil
+	return s, nil
 }
 
 // awsCalls is how much the final checks' stand-in AWS CLI has been asked so far, in the claimed
