@@ -40,8 +40,8 @@ exit 2
 // its container. kwok reports the Pod Running; this runs the container's command as the claimed
 // cluster holds it (the final check's script) on this machine, with the container's
 // environment; the API server's address as a Pod finds it (KUBERNETES_SERVICE_HOST and _PORT);
-// a token the API server issues for the Pod's ServiceAccount, bound to the Pod (TokenRequest,
-// what the kubelet's projected volume holds), and the cluster's CA; and standInAWS for the AWS
+// the token Secret it mounts, filled as kube-controller-manager would (a token of the Secret's
+// ServiceAccount, bound to the Secret: TokenRequest), and the cluster's CA; and standInAWS for the AWS
 // CLI. Its one change to the script's environment: a round every 2 seconds instead of 30
 // (FINAL_CHECK_SECONDS). A Pod gone, its process is stopped, as a kubelet kills a deleted
 // Pod's containers.
