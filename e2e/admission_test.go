@@ -211,7 +211,8 @@ func TestClaimBindsOnlyItsOwnXR(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	c := &karpenter{t: t, ctx: ctx, api: claimAPI, ns: "team-a", name: "binder", xr: xrRef{name: "platform-unclaimed"}}
+	// Its context outlives the test's, which its cleanup's deletion needs.
+	c := &karpenter{t: t, ctx: context.Background(), api: claimAPI, ns: "team-a", name: "binder", xr: xrRef{name: "platform-unclaimed"}}
 	t.Cleanup(func() {
 		if c.exists() {
 			c.deleteAndWait()

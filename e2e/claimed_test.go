@@ -581,20 +581,26 @@ func testRealProviderKubernetes(t *testing.T, c *karpenter, claimed *claimedClus
 		// The real provider re-reads an Object that is not Ready every 30s ± 10%
 		// (provider-kubernetes v1.3.1 internal/controller/*/object/object.go, its poll
 		// interval hook): a step of Objects can take that long per round.
-		composed := c.waitComposed(throughStep(i), 3*time.Minute)
-		if s.condition == "ControllerReady" && atController != nil {
-			atController()
-		}
-		var aws []string
-		for _, n := range stepNames(i) {
-			if k, _ := kindOf(composed[n]); k.kind != "Object" {
-				aws = append(aws, n)
+		// Round by round: a round is composed once the one before is Ready (step one's policy
+		// once the observed EKS cluster is); the fake provider reports each AWS resource Ready.
+		for r := range s.rounds {
+			composed := c.waitComposed(throughRound(i, r), 3*time.Minute)
+			if s.condition == "ControllerReady" && atController != nil {
+				atController()
 			}
+			var aws []string
+			for _, n := range s.rounds[r] {
+				if k, _ := kindOf(composed[n]); k.kind != "Object" {
+					aws = append(aws, n)
+				}
+			}
+			if r == 0 {
+				if b := faults.beforeReady(t, c, i); !b.IsZero() {
+					back = b
+				}
+			}
+			c.markReady(aws...)
 		}
-		if b := faults.beforeReady(t, c, i); !b.IsZero() {
-			back = b
-		}
-		c.markReady(aws...)
 		if s.condition == steps[2].condition && claimed.admittedEarly != nil {
 			retried, failedPod = accessCheckRetried(t, c, claimed)
 		}

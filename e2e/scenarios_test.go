@@ -653,7 +653,7 @@ func TestProviderErrorOnRole(t *testing.T) {
 	timed(t)
 	realClaimedClusters(t, claimedOptions{}, "prod-eu")
 	c := newKarpenter(t, claimAPI, "team-a", "karpenter", "prod-eu")
-	c.waitComposed(throughStep(0), react)
+	c.waitComposed(throughRound(0, 0), react)
 
 	const providerError = "create failed: async create failed: failed to create the resource: " +
 		"[{0 creating IAM Role (prod-eu-karpenter): operation error IAM: CreateRole, https response error StatusCode: 403, " +
@@ -661,10 +661,15 @@ func TestProviderErrorOnRole(t *testing.T) {
 		"to perform: iam:CreateRole on resource: arn:aws:iam::111122223333:role/socle/prod-eu/prod-eu-karpenter " +
 		"because no permissions boundary allows the iam:CreateRole action  []}]"
 	c.report(want{state: failing, message: providerError}, "controller-role")
-	for _, n := range stepNames(0) {
+	for _, n := range steps[0].rounds[0] {
 		if n != "controller-role" {
 			c.markReady(n)
 		}
+	}
+	// The observed EKS cluster Ready, the controller policy comes (step one's second round).
+	c.waitComposed(throughStep(0), react)
+	for _, n := range steps[0].rounds[1] {
+		c.markReady(n)
 	}
 	cond := c.waitCondition(steps[0].condition, "False", react, "controller-role", providerError)
 	t.Logf("claim condition %s: %s", steps[0].condition, cond["message"])
