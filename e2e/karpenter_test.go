@@ -152,7 +152,7 @@ var steps = []step{
 	{"InterruptionWiringReady", [][]string{{"interruption-queue-policy", "pod-identity-association",
 		"target-capacity-reservation", "target-health", "target-rebalance", "target-spot-interruption", "target-state-change"}}, false},
 	{"AccessCheckReady", [][]string{{"controller-namespace"}, {"access-check", "controller-service-account", "final-check", "final-check-rbac", "final-check-rbac-binding",
-		"final-check-service-account"}, {"final-check-token"}}, false},
+		"final-check-service-account", "final-check-token"}}, false},
 	{"ControllerReady", [][]string{{"controller-kustomization"}}, false},
 	{"MonitoringReady", [][]string{{"monitoring-kustomization"}}, true},
 	{"NodePoolsReady", [][]string{{"nodes-kustomization"}}, false},

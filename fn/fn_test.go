@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -348,9 +347,8 @@ func walkToReady(t *testing.T, a api) {
 		t.Errorf("association roleArn %v, want the observed role ARN %s", got, wantRoleARN)
 	}
 
-	// Step 3 goes to the claimed cluster in three rounds: what lives in the
-	// namespace only once the namespace exists, and the final check's
-	// token once its ServiceAccount does.
+	// Step 3 goes to the claimed cluster in two rounds: what lives in the
+	// namespace only once the namespace exists.
 	observed = aws.observe(rsp, true)
 	rsp = call(observed)
 	round{desired: union(step1, step2, []string{"controller-namespace"}), usages: targetUsages, ready: union(step1, step2), conditions: installing(wantConditions(2, "Creating"))}.check(t, "step 2 Ready", rsp)
@@ -369,16 +367,12 @@ func walkToReady(t *testing.T, a api) {
 
 	observed = aws.observe(rsp, true)
 	rsp = call(observed)
-	withoutToken := slices.DeleteFunc(slices.Clone(step3), func(n string) bool { return n == "final-check-token" })
-	round{desired: union(step1, step2, withoutToken), usages: targetUsages, ready: union(step1, step2, []string{"controller-namespace"}), conditions: installing(wantConditions(2, "Creating"))}.check(t, "namespace Ready", rsp)
+	round{desired: union(step1, step2, step3), usages: targetUsages, ready: union(step1, step2, []string{"controller-namespace"}), conditions: installing(wantConditions(2, "Creating"))}.check(t, "namespace Ready", rsp)
 
 	observed = aws.observe(rsp, true)
 	observed["access-check"] = failedCheck(observed["access-check"], cluster.CheckQueue, "An error occurred (AWS.SimpleQueueService.NonExistentQueue) when calling the GetQueueUrl operation: The specified queue does not exist.")
 	rsp = call(observed)
-	// The token Secret has just been composed: not observed yet, and no
-	// Usage holds it yet.
-	tokenUsage := "usage-final-check-before-final-check-token"
-	round{desired: union(step1, step2, step3), usages: union(targetUsages, slices.DeleteFunc(slices.Clone(finalCheckUsages), func(n string) bool { return n == tokenUsage })), ready: union(step1, step2, []string{"controller-namespace", "controller-service-account", "final-check", "final-check-rbac", "final-check-rbac-binding", "final-check-service-account"}), conditions: installing(wantConditions(2, "Creating"))}.check(t, "access check failed", rsp)
+	round{desired: union(step1, step2, step3), usages: union(targetUsages, finalCheckUsages), ready: union(step1, step2, []string{"controller-namespace", "controller-service-account", "final-check", "final-check-rbac", "final-check-rbac-binding", "final-check-service-account", "final-check-token"}), conditions: installing(wantConditions(2, "Creating"))}.check(t, "access check failed", rsp)
 	if msg := conditionMessage(rsp, "AccessCheckReady"); !strings.Contains(msg, ": Pod failed (exit 11, Error): interruption-queue: An error occurred (AWS.SimpleQueueService.NonExistentQueue)") {
 		t.Errorf("a failed access check must reach the claim with its reason, got %q", msg)
 	}

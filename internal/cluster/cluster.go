@@ -84,9 +84,12 @@ func Needs(c *config.Config) map[fnresource.Name][]fnresource.Name {
 		FinalCheckRBAC:        {Namespace},
 		FinalCheckRBACBinding: {Namespace},
 		// kube-controller-manager deletes a token Secret whose
-		// ServiceAccount does not exist.
+		// ServiceAccount does not exist yet; provider-kubernetes applies it
+		// again at its next poll, by which time the ServiceAccount, applied
+		// with it, does. Waiting for the ServiceAccount instead would add a
+		// round to the step.
 		FinalCheckServiceAccount: {Namespace},
-		FinalCheckToken:          {FinalCheckServiceAccount},
+		FinalCheckToken:          {Namespace},
 	}
 }
 
