@@ -291,6 +291,9 @@ func accessCheckRetried(t *testing.T, c *karpenter, claimed *claimedCluster) (st
 		}
 		resources, _ := c.composed()
 		o := resources[accessCheck]
+		if o == nil {
+			return false, nil // between the Object of the Pod superseded and the new one's
+		}
 		if o.GetUID() == object.GetUID() {
 			if name, phase := observedPodOf(o); name == first && phase == string(corev1.PodFailed) && failed == nil {
 				m, _, _ := unstructured.NestedMap(o.Object, "status", "atProvider", "manifest")
