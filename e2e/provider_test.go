@@ -44,7 +44,7 @@ const (
 	testAccount       = "111122223333"
 	// testVPC is every cluster's VPC, as provider-aws reports it and the access check's AWS
 	// answers (awsAccountEnv).
-	testVPC             = "vpc-0e2e"
+	testVPC             = "vpc-0fa4e"
 	kustomizationRevSHA = "main@sha1:0123abc"
 )
 

@@ -857,7 +857,7 @@ func (c *karpenter) rerun(value string, object *unstructured.Unstructured, befor
 		resources, _ := c.composed()
 		o, ok := resources[accessCheck]
 		if !ok {
-			return false, fmt.Errorf("the access-check Object is gone")
+			return false, nil // between the superseded Pod's Object and the new one's
 		}
 		if o.GetUID() == object.GetUID() {
 			return false, nil
