@@ -581,15 +581,24 @@ func testRealProviderKubernetes(t *testing.T, c *karpenter, claimed *claimedClus
 		// The real provider re-reads an Object that is not Ready every 30s ± 10%
 		// (provider-kubernetes v1.3.1 internal/controller/*/object/object.go, its poll
 		// interval hook): a step of Objects can take that long per round.
-		// Round by round: a round is composed once the one before is Ready (step one's policy
-		// once the observed EKS cluster is); the fake provider reports each AWS resource Ready.
-		for r := range s.rounds {
-			composed := c.waitComposed(throughRound(i, r), 3*time.Minute)
+		// Step one round by round: its policy is composed once the observed EKS cluster, which
+		// the fake provider reports, is Ready. The other steps' later rounds are Objects the
+		// real provider-kubernetes makes Ready: they come by themselves, awaited whole.
+		rounds := [][]string{stepNames(i)}
+		if i == 0 {
+			rounds = s.rounds
+		}
+		for r := range rounds {
+			want := throughStep(i)
+			if i == 0 {
+				want = throughRound(i, r)
+			}
+			composed := c.waitComposed(want, 3*time.Minute)
 			if s.condition == "ControllerReady" && atController != nil {
 				atController()
 			}
 			var aws []string
-			for _, n := range s.rounds[r] {
+			for _, n := range rounds[r] {
 				if k, _ := kindOf(composed[n]); k.kind != "Object" {
 					aws = append(aws, n)
 				}
