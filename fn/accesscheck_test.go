@@ -29,15 +29,7 @@ func TestAccessCheckRecovers(t *testing.T) {
 	finished := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
 	at := func(after time.Duration, req *fnv1.RunFunctionRequest) *fnv1.RunFunctionResponse {
 		t.Helper()
-		f := &Function{log: logging.NewNopLogger(), clock: func() time.Time { return finished.Add(after) }}
-		rsp, _, err := fetching(context.Background(), f.RunFunction, req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if msg := fatal(rsp); msg != "" {
-			t.Fatal(msg)
-		}
-		return rsp
+		return runAt(t, finished.Add(after), req)
 	}
 	pod := func(rsp *fnv1.RunFunctionResponse) (name, attempt string) {
 		checks := slices.Sorted(maps.Keys(checksOf(rsp)))
@@ -217,15 +209,7 @@ func TestRunAnnotationBounded(t *testing.T) {
 	passed := time.Date(2026, 12, 7, 3, 0, 0, 0, time.UTC)
 	at := func(now time.Time, req *fnv1.RunFunctionRequest) *fnv1.RunFunctionResponse {
 		t.Helper()
-		f := &Function{log: logging.NewNopLogger(), clock: func() time.Time { return now }}
-		rsp, _, err := fetching(context.Background(), f.RunFunction, req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if msg := fatal(rsp); msg != "" {
-			t.Fatal(msg)
-		}
-		return rsp
+		return runAt(t, now, req)
 	}
 	// The claim shows AccessCheckReady as the function left it: an event
 	// would be a transition only.
@@ -345,4 +329,19 @@ func byStepName(observed map[resource.Name]map[string]any) map[resource.Name]map
 		out[n] = o
 	}
 	return out
+}
+
+// runAt is one reconcile of req by the function at time now, which must
+// not refuse it.
+func runAt(t *testing.T, now time.Time, req *fnv1.RunFunctionRequest) *fnv1.RunFunctionResponse {
+	t.Helper()
+	f := &Function{log: logging.NewNopLogger(), clock: func() time.Time { return now }}
+	rsp, _, err := fetching(context.Background(), f.RunFunction, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msg := fatal(rsp); msg != "" {
+		t.Fatal(msg)
+	}
+	return rsp
 }
