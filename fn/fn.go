@@ -253,7 +253,7 @@ func (f *Function) compose(req *fnv1.RunFunctionRequest, objects any) (rsp *fnv1
 	if e := tenancy.Bound(oxr.Resource.Object, xr.API, observed); e != nil {
 		errs = append(errs, e)
 	}
-	hold, e := tenancy.Holds(cfg, xr, rivals, observed, f.now())
+	hold, e := tenancy.Holds(cfg, rivals, observed, f.now())
 	if e != nil {
 		errs = append(errs, e)
 	}

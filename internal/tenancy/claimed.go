@@ -8,7 +8,6 @@ import (
 
 	"github.com/do-now/function-karpenter/internal/awsres"
 	"github.com/do-now/function-karpenter/internal/config"
-	"github.com/do-now/function-karpenter/internal/scope"
 )
 
 // Claimed refuses xr when another XR, of either API, already holds its
@@ -16,7 +15,7 @@ import (
 // by an XR that exists and asks for the cluster from a namespace the
 // tenancy gives it to. Two XRs that composed a role before leases existed
 // keep the old rule: the older role holds.
-func Claimed(c *config.Config, xr scope.XR, own map[resource.Name]resource.ObservedComposed, rivals Rivals) *field.Error {
+func Claimed(c *config.Config, own map[resource.Name]resource.ObservedComposed, rivals Rivals) *field.Error {
 	if len(rivals.Roles) == 0 {
 		return nil
 	}

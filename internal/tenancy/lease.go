@@ -8,7 +8,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/do-now/function-karpenter/internal/config"
-	"github.com/do-now/function-karpenter/internal/scope"
 	"github.com/do-now/function-karpenter/internal/sequence"
 )
 
@@ -27,7 +26,7 @@ import (
 // cluster once it is first (the holder deleted, its role gone). When the
 // rivals could not be read (Overflow), a holder keeps the cluster and any
 // other XR is refused with the reason.
-func Holds(c *config.Config, xr scope.XR, rivals Rivals, own map[resource.Name]resource.ObservedComposed, now time.Time) (sequence.Hold, *field.Error) {
+func Holds(c *config.Config, rivals Rivals, own map[resource.Name]resource.ObservedComposed, now time.Time) (sequence.Hold, *field.Error) {
 	holding := false
 	for n := range own {
 		// It composed more than its lease: it held the cluster.
@@ -39,7 +38,7 @@ func Holds(c *config.Config, xr scope.XR, rivals Rivals, own map[resource.Name]r
 		}
 		return sequence.Hold{}, field.Forbidden(field.NewPath("spec", "cluster", "name"), rivals.Overflow)
 	}
-	if err := Claimed(c, xr, own, rivals); err != nil {
+	if err := Claimed(c, own, rivals); err != nil {
 		return sequence.Hold{}, err
 	}
 	if holding {

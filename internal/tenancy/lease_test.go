@@ -137,7 +137,7 @@ func TestHolds(t *testing.T) {
 			if ns == "" {
 				ns = "team-a"
 			}
-			h, err := Holds(configIn(ns), self, tc.rivals, tc.observed, now)
+			h, err := Holds(configIn(ns), tc.rivals, tc.observed, now)
 			switch {
 			case tc.refused != "":
 				if err == nil || !strings.Contains(err.Error(), tc.refused) {
@@ -161,8 +161,8 @@ func TestSameInstant(t *testing.T) {
 	a := scope.XR{API: scope.Claim, Name: "karpenter-x7k2p", UID: "uid-a"}
 	c := scope.XR{API: scope.Namespaced, Namespace: "team-c", Name: "karpenter", UID: "uid-c"}
 	la, lc := lease(a, at), lease(c, at)
-	ha, ea := Holds(configIn("team-a"), a, Rivals{Leases: required(lc)}, observing(la), now)
-	hc, ec := Holds(configIn("team-c"), c, Rivals{Leases: required(la)}, observing(lc), now)
+	ha, ea := Holds(configIn("team-a"), Rivals{Leases: required(lc)}, observing(la), now)
+	hc, ec := Holds(configIn("team-c"), Rivals{Leases: required(la)}, observing(lc), now)
 	if ha.Held == hc.Held || (ea == nil) == (ec == nil) {
 		t.Fatalf("want exactly one holder: team-a held %v (%v), team-c held %v (%v)", ha.Held, ea, hc.Held, ec)
 	}
