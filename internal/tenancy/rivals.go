@@ -148,7 +148,9 @@ func Ask(c *config.Config, xr scope.XR, req *fnv1.RunFunctionRequest) (reqs map[
 		lease bool
 		xr    xrRef
 	}
-	var candidates []candidate
+	// What Crossplane answered, sized before anything of it is decoded.
+	var answered []*fnv1.Resources
+	var lease []bool
 	items, size := 0, 0
 	for _, w := range asked(c) {
 		reqs[w.name()] = w.selector(c)
@@ -159,17 +161,7 @@ func Ask(c *config.Config, xr scope.XR, req *fnv1.RunFunctionRequest) (reqs map[
 		}
 		items += len(found.GetItems())
 		size += proto.Size(found)
-		for _, it := range found.GetItems() {
-			u := &unstructured.Unstructured{Object: it.GetResource().AsMap()}
-			if xr.Controls(u) {
-				continue
-			}
-			ref, ok := controllerXR(u)
-			if !ok {
-				continue // no XR of the function's composed it
-			}
-			candidates = append(candidates, candidate{resource.Required{Resource: u}, w.lease, ref})
-		}
+		answered, lease = append(answered, found), append(lease, w.lease)
 	}
 	if sel, ok := admissionSelector(c); ok {
 		reqs[admissionRequirement] = sel
@@ -184,6 +176,20 @@ func Ask(c *config.Config, xr scope.XR, req *fnv1.RunFunctionRequest) (reqs map[
 		return reqs, Rivals{Overflow: fmt.Sprintf(
 			"%d objects (%d bytes) are labelled as controller roles or leases for cluster %q in the namespaces the platform gives it to, more than the function reads (%d objects, %d bytes): the platform must remove those no XR composed",
 			items, size, c.Spec.Cluster.Name, MaxRivals, MaxRequiredBytes)}, true
+	}
+	var candidates []candidate
+	for i, found := range answered {
+		for _, it := range found.GetItems() {
+			u := &unstructured.Unstructured{Object: it.GetResource().AsMap()}
+			if xr.Controls(u) {
+				continue
+			}
+			ref, ok := controllerXR(u)
+			if !ok {
+				continue // no XR of the function's composed it
+			}
+			candidates = append(candidates, candidate{resource.Required{Resource: u}, lease[i], ref})
+		}
 	}
 	tc, _ := c.Tenant()
 	for _, cd := range candidates {
