@@ -316,13 +316,18 @@ func (c *karpenter) update(u *unstructured.Unstructured) error {
 	return err
 }
 
-// setVersion sets the request's spec.version as a tenant would (kubectl edit): read, change,
-// write, and again when a write of Crossplane's came in between (a conflict).
+// setVersion sets the request's spec.version as a tenant would (kubectl edit).
 func (c *karpenter) setVersion(v string) error {
+	return c.setField(v, "spec", "version")
+}
+
+// setField sets one field of the request as a tenant would (kubectl edit): read, change, write,
+// and again when a write of Crossplane's came in between (a conflict).
+func (c *karpenter) setField(v any, path ...string) error {
 	var err error
 	for range 5 {
 		u := c.get()
-		_ = unstructured.SetNestedField(u.Object, v, "spec", "version")
+		_ = unstructured.SetNestedField(u.Object, v, path...)
 		if err = c.update(u); !apierrors.IsConflict(err) {
 			return err
 		}

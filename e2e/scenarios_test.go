@@ -297,9 +297,7 @@ func testWalkToReady(t *testing.T, a *api, eu *claimedCluster, base *gitOpsBase)
 		for _, f := range []struct{ field, value, message string }{
 			{"name", "prod-us", "spec.cluster.name is immutable"},
 		} {
-			u := c.get()
-			_ = unstructured.SetNestedField(u.Object, f.value, "spec", "cluster", f.field)
-			err := c.update(u)
+			err := c.setField(f.value, "spec", "cluster", f.field)
 			if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), f.message) {
 				t.Errorf("changing spec.cluster.%s: want Invalid naming %q, got %v", f.field, f.message, err)
 			}
