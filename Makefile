@@ -112,10 +112,15 @@ curl:
 	@command -v curl >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq curl; } || \
 	  { echo "the final check's tests need curl: install it" >&2; exit 1; }
 
+# The unit tests' timeout: they take seconds each, a few minutes in all on a busy 2-core machine
+# (make test builds its tools beside them); go test's default, 10 minutes, stopped them once when
+# the machine was saturated. Property and fuzz depth is a number of inputs, given to make fuzz.
+UNIT_TIMEOUT ?= 20m
+PROPERTY_SEQUENCES ?= 200
 .PHONY: unit
 unit: curl ## Unit and multi-reconcile tests.
 	go vet ./...
-	go test $(GO_TEST_VETTED) $(GO_TEST_FLAGS) ./...
+	go test $(GO_TEST_VETTED) -timeout $(UNIT_TIMEOUT) $(GO_TEST_FLAGS) ./...
 
 # Each target's budget is a number of inputs (about 15 s each on a 2-core machine), not a
 # duration: with a duration, Go 1.26's fuzzing coordinator can report its own deadline as a
@@ -124,7 +129,8 @@ unit: curl ## Unit and multi-reconcile tests.
 FUZZ_LOAD_EXECS ?= 40000x
 FUZZ_FUNCTION_EXECS ?= 6000x
 .PHONY: fuzz
-fuzz: ## Each fuzz target for its budget of inputs, from the committed seed corpus.
+fuzz: ## Each fuzz target for its budget of inputs, from the committed seed corpus; the property test deeper.
+	go test -count=1 -timeout $(UNIT_TIMEOUT) -run '^TestInvariantsUnderRandomProviders$$' ./fn/ -sequences $(PROPERTY_SEQUENCES)
 	go test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZ_LOAD_EXECS) ./internal/config/
 	go test -run '^$$' -fuzz '^FuzzRunFunction$$' -fuzztime $(FUZZ_FUNCTION_EXECS) ./fn/
 

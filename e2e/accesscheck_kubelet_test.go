@@ -195,13 +195,23 @@ func (c *claimedCluster) podIdentityEnv(ctx context.Context, p *corev1.Pod) ([]s
 		fmt.Printf("e2e: claimed cluster %s: Pod %s admitted before its Pod Identity association propagated: no credentials\n", c.name, p.Name)
 		return none, nil
 	}
+	session, err := c.podIdentity(ctx, p)
+	if err != nil || session == "" {
+		return none, err
+	}
+	return []string{"FAKE_IDENTITY=" + session}, nil
+}
+
+// podIdentity is the session EKS Pod Identity gives Pod p (see podIdentityEnv), or "" when no
+// Ready association names its cluster, namespace and ServiceAccount.
+func (c *claimedCluster) podIdentity(ctx context.Context, p *corev1.Pod) (string, error) {
 	for _, k := range composedKinds {
 		if k.kind != "PodIdentityAssociation" {
 			continue
 		}
 		l, err := cp.dyn.Resource(k.gvr).List(ctx, metav1.ListOptions{})
 		if err != nil {
-			return nil, err
+			return "", err
 		}
 		for _, a := range l.Items {
 			fp := map[string]string{}
@@ -215,15 +225,14 @@ func (c *claimedCluster) podIdentityEnv(ctx context.Context, p *corev1.Pod) ([]s
 			// arn:aws:iam::ACCOUNT:role/PATH/NAME
 			parts := strings.Split(fp["roleArn"], ":")
 			if len(parts) != 6 {
-				return nil, fmt.Errorf("association %s: roleArn %q is no role ARN", a.GetName(), fp["roleArn"])
+				return "", fmt.Errorf("association %s: roleArn %q is no role ARN", a.GetName(), fp["roleArn"])
 			}
 			role := parts[5][strings.LastIndex(parts[5], "/")+1:]
-			session := fmt.Sprintf("arn:aws:sts::%s:assumed-role/%s/eks-%s-%s-%s", parts[4], role, c.name, p.Name, p.UID)
-			return []string{"FAKE_IDENTITY=" + session}, nil
+			return fmt.Sprintf("arn:aws:sts::%s:assumed-role/%s/eks-%s-%s-%s", parts[4], role, c.name, p.Name, p.UID), nil
 		}
 	}
 	fmt.Printf("e2e: claimed cluster %s: no Pod Identity association Ready for %s/%s: Pod %s gets no credentials\n", c.name, p.Namespace, p.Spec.ServiceAccountName, p.Name)
-	return none, nil
+	return "", nil
 }
 
 // awsAccountEnv is the claimed cluster's AWS account as the fake AWS CLI answers for it: the

@@ -17,18 +17,19 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/do-now/function-karpenter/internal/cluster"
 )
 
-// standInAWS is a stand-in for the AWS CLI and EC2 behind it, for the final check's script: its
-// ec2 describe-instances lists the instance IDs the test wrote to E2E_INSTANCES (nothing when
-// the file is empty or absent), and it keeps every call in E2E_AWS_CALLS. It answers nothing
-// else.
+// standInAWS is a stand-in for the AWS CLI and EC2 behind it, for the final check's script: with
+// no credentials (E2E_IDENTITY empty: no Pod Identity association for the Pod) it fails as the
+// CLI does; else its ec2 describe-instances lists the instance IDs the test wrote to
+// E2E_INSTANCES (nothing when the file is empty or absent). It keeps every call in
+// E2E_AWS_CALLS, after the identity it was made as. It answers nothing else.
 const standInAWS = `#!/bin/sh
 # A stand-in for the AWS CLI and EC2 (function-karpenter's e2e suite, e2e/finalcheck_test.go).
-echo "$*" >>"$E2E_AWS_CALLS"
+echo "${E2E_IDENTITY:-no credentials} $*" >>"$E2E_AWS_CALLS"
+if [ -z "${E2E_IDENTITY:-}" ]; then echo "Unable to locate credentials. You can configure credentials by running \"aws configure\"." >&2; exit 253; fi
 case "$1 $2" in
 "ec2 describe-instances") cat "$E2E_INSTANCES" 2>/dev/null; exit 0 ;;
 esac
@@ -40,10 +41,10 @@ exit 2
 // its container. kwok reports the Pod Running; this runs the container's command as the claimed
 // cluster holds it (the final check's script) on this machine, with the container's
 // environment; the API server's address as a Pod finds it (KUBERNETES_SERVICE_HOST and _PORT);
-// the token Secret it mounts, filled as kube-controller-manager would (a token of the Secret's
-// ServiceAccount, bound to the Secret: TokenRequest), and the cluster's CA; and standInAWS for the AWS
-// CLI. Its one change to the script's environment: a round every 2 seconds instead of 30
-// (FINAL_CHECK_SECONDS). A Pod gone, its process is stopped, as a kubelet kills a deleted
+// its ServiceAccount's token, projected as the kubelet would (bound to the Pod: TokenRequest),
+// and the cluster's CA; and standInAWS for the AWS CLI. Its changes to the script's
+// environment: a round every 2 seconds instead of 30 (FINAL_CHECK_SECONDS), and its
+// readiness file in the Pod's own directory (LISTED_FILE). A Pod gone, its process is stopped, as a kubelet kills a deleted
 // Pod's containers.
 func (c *claimedCluster) finalCheckKubelet(ctx context.Context) {
 	pods, err := c.kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=" + cluster.FinalCheckName})
@@ -80,20 +81,15 @@ func (c *claimedCluster) runFinalCheck(ctx context.Context, p *corev1.Pod) (*pro
 			return nil, err
 		}
 	}
-	// The Pod reaches the API server as the ServiceAccount its token Secret is of (its own, not
-	// the one it runs as for AWS), as the kubelet would mount that Secret once
-	// kube-controller-manager's serviceaccount-token controller, which the suite does not run,
-	// filled it: a token of that ServiceAccount, bound to the Pod here.
-	secret, err := tokenSecret(ctx, c.kube, p)
-	if err != nil {
-		return nil, err
+	// The Pod reaches the API server as its own ServiceAccount, through the token the kubelet
+	// projects into it (automountServiceAccountToken): a token of that ServiceAccount bound to
+	// the Pod, as the kubelet asks for one (TokenRequest).
+	if p.Spec.AutomountServiceAccountToken == nil || !*p.Spec.AutomountServiceAccountToken {
+		return nil, fmt.Errorf("the final check's Pod %s does not ask for its ServiceAccount's token", p.Name)
 	}
-	// Bound to the Secret, as a token Secret's token lives and dies with it: the API server
-	// binds a token to a Pod only for the Pod's own ServiceAccount, which here is the
-	// controller's.
 	expiry := int64(3600)
-	tok, err := c.kube.CoreV1().ServiceAccounts(p.Namespace).CreateToken(ctx, secret.Annotations[corev1.ServiceAccountNameKey], &authv1.TokenRequest{
-		Spec: authv1.TokenRequestSpec{ExpirationSeconds: &expiry, BoundObjectRef: &authv1.BoundObjectReference{Kind: "Secret", APIVersion: "v1", Name: secret.Name, UID: secret.UID}},
+	tok, err := c.kube.CoreV1().ServiceAccounts(p.Namespace).CreateToken(ctx, p.Spec.ServiceAccountName, &authv1.TokenRequest{
+		Spec: authv1.TokenRequestSpec{ExpirationSeconds: &expiry, BoundObjectRef: &authv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: p.Name, UID: p.UID}},
 	}, metav1.CreateOptions{})
 	if err != nil {
 		return nil, err
@@ -106,47 +102,25 @@ func (c *claimedCluster) runFinalCheck(ctx context.Context, p *corev1.Pod) (*pro
 			return nil, err
 		}
 	}
+	// Its AWS identity: what EKS Pod Identity gives its ServiceAccount (podIdentity).
+	identity, err := c.podIdentity(ctx, p)
+	if err != nil {
+		return nil, err
+	}
 	server, err := url.Parse(c.cfg.Host)
 	if err != nil {
 		return nil, err
 	}
 	ctr := p.Spec.Containers[0]
-	env := []string{"PATH=" + bin + ":/usr/bin:/bin", "SERVICE_ACCOUNT_DIR=" + sa, "FINAL_CHECK_SECONDS=2",
+	env := []string{"PATH=" + bin + ":/usr/bin:/bin", "SERVICE_ACCOUNT_DIR=" + sa, "FINAL_CHECK_SECONDS=2", "LISTED_FILE=" + filepath.Join(dir, "listed"),
 		"KUBERNETES_SERVICE_HOST=" + server.Hostname(), "KUBERNETES_SERVICE_PORT=" + server.Port(),
-		"E2E_INSTANCES=" + c.instances(), "E2E_AWS_CALLS=" + filepath.Join(dir, "aws-calls")}
+		"E2E_INSTANCES=" + c.instances(), "E2E_AWS_CALLS=" + filepath.Join(dir, "aws-calls"), "E2E_IDENTITY=" + identity}
 	for _, e := range ctr.Env {
 		env = append(env, e.Name+"="+e.Value)
 	}
 	// The container's HOME is /tmp, its own emptyDir: here, a directory of the Pod's own.
 	env = append(env, "HOME="+dir)
 	return startProc(c.logDir, "final-check-"+p.Name, env, ctr.Command[0], ctr.Command[1:]...)
-}
-
-// tokenSecret is the ServiceAccount token Secret the Pod p mounts where the final check's script
-// reads its token (cluster.FinalCheckTokenDir).
-func tokenSecret(ctx context.Context, kube kubernetes.Interface, p *corev1.Pod) (*corev1.Secret, error) {
-	var secret string
-	for _, m := range p.Spec.Containers[0].VolumeMounts {
-		if m.MountPath != cluster.FinalCheckTokenDir {
-			continue
-		}
-		for _, v := range p.Spec.Volumes {
-			if v.Name == m.Name && v.Secret != nil {
-				secret = v.Secret.SecretName
-			}
-		}
-	}
-	if secret == "" {
-		return nil, fmt.Errorf("the final check's Pod %s mounts no token Secret at %s", p.Name, cluster.FinalCheckTokenDir)
-	}
-	s, err := kube.CoreV1().Secrets(p.Namespace).Get(ctx, secret, metav1.GetOptions{})
-	if err != nil {
-		return nil, err
-	}
-	if s.Type != corev1.SecretTypeServiceAccountToken || s.Annotations[corev1.ServiceAccountNameKey] == "" {
-		return nil, fmt.Errorf("secret %s/%s is no ServiceAccount token Secret", p.Namespace, secret)
-	}
-	return s, nil
 }
 
 // awsCalls is how much the final checks' stand-in AWS CLI has been asked so far, in the claimed
@@ -160,6 +134,22 @@ func (c *claimedCluster) awsCalls() int64 {
 		}
 	}
 	return n
+}
+
+// awsIdentities are the identities the final checks' stand-in AWS CLI was called as in the
+// claimed cluster's Pods, each with how many calls.
+func (c *claimedCluster) awsIdentities() map[string]int {
+	files, _ := filepath.Glob(filepath.Join(c.dir, "final-check-*", "aws-calls"))
+	out := map[string]int{}
+	for _, f := range files {
+		b, _ := os.ReadFile(f)
+		for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			if line != "" {
+				out[strings.Fields(line)[0]]++
+			}
+		}
+	}
+	return out
 }
 
 // instances is the file where the test lists the instances EC2 still runs for the claimed
@@ -202,7 +192,7 @@ func uninstallPastAnInstance(t *testing.T, c *karpenter, claimed *claimedCluster
 		resources, _ := c.composed()
 		for _, name := range []string{"controller-role", "controller-role-policy", "pod-identity-association", "controller-namespace",
 			"controller-service-account", "final-check", "final-check-rbac", "final-check-rbac-binding",
-			"final-check-service-account", "final-check-token"} {
+			"final-check-service-account", "final-check-role", "final-check-role-policy", "final-check-pod-identity-association"} {
 			r, ok := resources[name]
 			switch {
 			case !ok:
@@ -221,6 +211,14 @@ func uninstallPastAnInstance(t *testing.T, c *karpenter, claimed *claimedCluster
 	// A few of its rounds: the uninstall stays there.
 	time.Sleep(10 * time.Second)
 	holds("held")
+	// Every listing was made as the final check's own role, through its own association: the
+	// session EKS Pod Identity gives its ServiceAccount (podIdentity).
+	own := "assumed-role/" + claimed.name + "-karpenter-final/"
+	for identity, n := range claimed.awsIdentities() {
+		if !strings.Contains(identity, own) {
+			t.Errorf("the final check listed the instances %d times as %s, want the final check's own role (%s)", n, identity, own)
+		}
+	}
 	if len(outages) > 0 {
 		calls := claimed.awsCalls()
 		for _, o := range outages {
@@ -242,7 +240,7 @@ func uninstallPastAnInstance(t *testing.T, c *karpenter, claimed *claimedCluster
 	deletions := c.waitGone(start, mark)
 	fmt.Printf("e2e: %-40s the uninstall went on %.0fs after EC2 listed no instance\n", t.Name(), time.Since(released).Seconds())
 	for _, d := range deletions {
-		if d.xr == c.xr && (strings.HasPrefix(d.name, "controller-role") || d.name == "pod-identity-association") {
+		if d.xr == c.xr && (strings.HasPrefix(d.name, "controller-role") || strings.HasPrefix(d.name, "final-check-role") || strings.HasSuffix(d.name, "pod-identity-association")) {
 			if d.at.Before(released) {
 				t.Errorf("%s deleted at %s, before EC2 listed no instance (%s)", d.name, d.at.Format(time.RFC3339), released.Format(time.RFC3339))
 			}

@@ -147,12 +147,12 @@ type step struct {
 }
 
 var steps = []step{
-	{"IdentityAndQueueReady", [][]string{{"eks-cluster", "controller-role", "interruption-queue",
+	{"IdentityAndQueueReady", [][]string{{"eks-cluster", "controller-role", "final-check-role", "final-check-role-policy", "interruption-queue",
 		"rule-capacity-reservation", "rule-health", "rule-rebalance", "rule-spot-interruption", "rule-state-change"}, {"controller-role-policy"}}, false},
-	{"InterruptionWiringReady", [][]string{{"interruption-queue-policy", "pod-identity-association",
+	{"InterruptionWiringReady", [][]string{{"interruption-queue-policy", "pod-identity-association", "final-check-pod-identity-association",
 		"target-capacity-reservation", "target-health", "target-rebalance", "target-spot-interruption", "target-state-change"}}, false},
 	{"AccessCheckReady", [][]string{{"controller-namespace"}, {"access-check", "controller-service-account", "final-check", "final-check-rbac", "final-check-rbac-binding",
-		"final-check-service-account", "final-check-token"}}, false},
+		"final-check-service-account"}}, false},
 	{"ControllerReady", [][]string{{"controller-kustomization"}}, false},
 	{"MonitoringReady", [][]string{{"monitoring-kustomization"}}, true},
 	{"NodePoolsReady", [][]string{{"nodes-kustomization"}}, false},

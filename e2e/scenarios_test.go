@@ -1025,10 +1025,10 @@ func TestDeletion(t *testing.T) {
 func testDeletion(t *testing.T, c *karpenter, claimed *claimedCluster) {
 	c.walkToReady()
 	resources, usages := c.composed()
-	// 26: the final check's ServiceAccount and token Secret are each held by a Usage until the
-	// final check is gone.
-	if !equalSets(sortedKeys(resources), allNames()) || len(usages) != 26 {
-		t.Fatalf("before deleting: want every resource and 26 Usages, got %v and %d Usages", sortedKeys(resources), len(usages))
+	// 28: the final check holds its own role, policy, Pod Identity association, ServiceAccount
+	// and RBAC, each by a Usage, until it is gone.
+	if !equalSets(sortedKeys(resources), allNames()) || len(usages) != 28 {
+		t.Fatalf("before deleting: want every resource and 28 Usages, got %v and %d Usages", sortedKeys(resources), len(usages))
 	}
 
 	edges := usageEdges(resources, usages)
@@ -1040,6 +1040,9 @@ func testDeletion(t *testing.T, c *karpenter, claimed *claimedCluster) {
 		{"final-check", "controller-namespace"},
 		{"final-check", "controller-service-account"},
 		{"final-check", "final-check-rbac"},
+		{"final-check", "final-check-role"},
+		{"final-check", "final-check-role-policy"},
+		{"final-check", "final-check-pod-identity-association"},
 		{"controller-kustomization", "interruption-queue"},
 		{"controller-kustomization", "target-health"},
 		{"controller-kustomization", "monitoring-kustomization"},

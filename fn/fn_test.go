@@ -21,20 +21,20 @@ import (
 
 var (
 	step1 = []string{
-		"controller-role", "controller-role-policy", "interruption-queue", "eks-cluster",
+		"controller-role", "controller-role-policy", "final-check-role", "final-check-role-policy", "interruption-queue", "eks-cluster",
 		"rule-capacity-reservation", "rule-health", "rule-rebalance", "rule-spot-interruption", "rule-state-change",
 	}
 	// step1BeforeVPC is step one until the observed cluster reports its
 	// VPC: all but the controller policy, which names it.
 	step1BeforeVPC = []string{
-		"controller-role", "interruption-queue", "eks-cluster",
+		"controller-role", "final-check-role", "final-check-role-policy", "interruption-queue", "eks-cluster",
 		"rule-capacity-reservation", "rule-health", "rule-rebalance", "rule-spot-interruption", "rule-state-change",
 	}
 	step2 = []string{
-		"interruption-queue-policy", "pod-identity-association",
+		"interruption-queue-policy", "pod-identity-association", "final-check-pod-identity-association",
 		"target-capacity-reservation", "target-health", "target-rebalance", "target-spot-interruption", "target-state-change",
 	}
-	step3 = []string{"access-check", "controller-namespace", "controller-service-account", "final-check", "final-check-rbac", "final-check-rbac-binding", "final-check-service-account", "final-check-token"}
+	step3 = []string{"access-check", "controller-namespace", "controller-service-account", "final-check", "final-check-rbac", "final-check-rbac-binding", "final-check-service-account"}
 	step4 = []string{"controller-kustomization"}
 	// step5 is the node pools and, beside them, the monitoring: both wait
 	// for the controller only.
@@ -166,10 +166,12 @@ var (
 		"usage-final-check-before-controller-role",
 		"usage-final-check-before-controller-role-policy",
 		"usage-final-check-before-controller-service-account",
+		"usage-final-check-before-final-check-pod-identity-association",
 		"usage-final-check-before-final-check-rbac",
 		"usage-final-check-before-final-check-rbac-binding",
+		"usage-final-check-before-final-check-role",
+		"usage-final-check-before-final-check-role-policy",
 		"usage-final-check-before-final-check-service-account",
-		"usage-final-check-before-final-check-token",
 		"usage-final-check-before-pod-identity-association",
 	}
 	controllerUsages = append([]string{
@@ -372,7 +374,7 @@ func walkToReady(t *testing.T, a api) {
 	observed = aws.observe(rsp, true)
 	observed["access-check"] = failedCheck(observed["access-check"], cluster.CheckQueue, "An error occurred (AWS.SimpleQueueService.NonExistentQueue) when calling the GetQueueUrl operation: The specified queue does not exist.")
 	rsp = call(observed)
-	round{desired: union(step1, step2, step3), usages: union(targetUsages, finalCheckUsages), ready: union(step1, step2, []string{"controller-namespace", "controller-service-account", "final-check", "final-check-rbac", "final-check-rbac-binding", "final-check-service-account", "final-check-token"}), conditions: installing(wantConditions(2, "Creating"))}.check(t, "access check failed", rsp)
+	round{desired: union(step1, step2, step3), usages: union(targetUsages, finalCheckUsages), ready: union(step1, step2, []string{"controller-namespace", "controller-service-account", "final-check", "final-check-rbac", "final-check-rbac-binding", "final-check-service-account"}), conditions: installing(wantConditions(2, "Creating"))}.check(t, "access check failed", rsp)
 	if msg := conditionMessage(rsp, "AccessCheckReady"); !strings.Contains(msg, ": Pod failed (exit 11, Error): interruption-queue: An error occurred (AWS.SimpleQueueService.NonExistentQueue)") {
 		t.Errorf("a failed access check must reach the claim with its reason, got %q", msg)
 	}

@@ -2,8 +2,8 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
-	"github.com/do-now/function-karpenter/internal/cluster"
 	"maps"
 	"math/rand"
 	"slices"
@@ -19,8 +19,11 @@ import (
 	"google.golang.org/protobuf/testing/protocmp"
 
 	"github.com/do-now/function-karpenter/internal/cache"
+	"github.com/do-now/function-karpenter/internal/cluster"
 	"github.com/do-now/function-karpenter/internal/requeue"
 )
+
+var propertySequences = flag.Int("sequences", 16, "how many random sequences TestInvariantsUnderRandomProviders drives, per API")
 
 // stepOf maps every composed resource to its step, in order.
 var stepOf = func() map[string]int {
@@ -45,8 +48,13 @@ var stepOf = func() map[string]int {
 // reconcile of the sequence, for the first cachedSequences seeds (each
 // costs three more compositions a call). Odd seeds send no meta.tag, so the
 // cache keys by its own digest.
+//
+// Its size is a number of sequences (-sequences), not a duration: the unit
+// run takes 16, a few seconds of a 2-core machine; make fuzz takes 200.
 func TestInvariantsUnderRandomProviders(t *testing.T) {
-	const sequences, cachedSequences, calls = 100, 12, 30
+	const calls = 30
+	sequences := int64(*propertySequences)
+	cachedSequences := max(sequences/8, 2)
 	for _, a := range apis {
 		t.Run(a.name, func(t *testing.T) {
 			t.Parallel()
@@ -94,7 +102,7 @@ func TestInvariantsUnderRandomProviders(t *testing.T) {
 			// Settled answers were served from the cache, against the
 			// uncached answers: the cached path was tested, not just asked.
 			t.Logf("%d answers served from the cache", totalHits)
-			if totalHits < cachedSequences {
+			if int64(totalHits) < cachedSequences {
 				t.Errorf("only %d settled answers served from the cache in %d sequences: the cached path went untested", totalHits, cachedSequences)
 			}
 		})

@@ -30,10 +30,12 @@ var controllerNeeds = []string{
 	"controller-role", "controller-role-policy", "pod-identity-association",
 }
 
-// finalCheckNeeds are what the final check runs with, and so what must stay
-// while an instance Karpenter let go of is still listed: the controller's
-// AWS access, its namespace and ServiceAccount, the check's RBAC.
-var finalCheckNeeds = append([]string{"final-check-rbac", "final-check-rbac-binding", "final-check-service-account", "final-check-token"}, controllerNeeds...)
+// finalCheckNeeds are what must stay while an instance Karpenter let go of
+// is still listed: what the final check runs with (its own AWS access,
+// ServiceAccount and RBAC, the namespace) and the controller's AWS access
+// and ServiceAccount.
+var finalCheckNeeds = append([]string{"final-check-rbac", "final-check-rbac-binding", "final-check-service-account",
+	"final-check-role", "final-check-role-policy", "final-check-pod-identity-association"}, controllerNeeds...)
 
 // uninstall models the deletion of a settled claim on the rules of the real
 // parts, each cited, with the function's own answer as its input:

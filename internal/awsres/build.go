@@ -34,7 +34,8 @@ const ClusterTag = config.ClusterLabel
 type Resources = map[resource.Name]runtime.Object
 
 // Identity returns step one: the controller role and its inline policy, the
-// interruption queue and the five rules, and the observed EKS cluster. Every
+// final check's role and its policy, the interruption queue and the five
+// rules, and the observed EKS cluster. Every
 // ARN it names is derived from the node role's account; the policy also
 // names the cluster's VPC, which only the observed EKS cluster tells: until
 // then the policy has no document (ErrNoVPC), the step withholds it while it
@@ -47,37 +48,12 @@ func Identity(c *config.Config) (Resources, error) {
 	}
 	tags := tags(c)
 	res := Resources{
-		ControllerRole: &iam.Role{
-			TypeMeta:   typeMeta(iam.Role_GroupVersionKind.GroupVersion().String(), iam.Role_Kind),
-			ObjectMeta: externalName(c.Names.Role),
-			Spec: iam.RoleSpec{
-				ResourceSpec: resourceSpec(c),
-				ForProvider: iam.RoleParameters{
-					AssumeRolePolicy: ptr(policy.ControllerTrust(policy.Binding{
-						Account:        c.Account.ID,
-						Cluster:        c.Spec.Cluster.Name,
-						ClusterARN:     c.Account.ClusterARN(c.Spec.Cluster.Name),
-						Namespace:      c.Input.PodIdentity.Namespace,
-						ServiceAccount: c.Input.PodIdentity.ServiceAccount,
-					}).JSON()),
-					Description:         ptr(fmt.Sprintf("Karpenter controller of EKS cluster %s, assumed through EKS Pod Identity", c.Spec.Cluster.Name)),
-					Path:                ptr(c.Names.RolePath),
-					PermissionsBoundary: optional(c.Input.PermissionsBoundaryARN),
-					Tags:                tags,
-				},
-			},
-		},
-		ControllerRolePolicy: &iam.RolePolicy{
-			TypeMeta:   typeMeta(iam.RolePolicy_GroupVersionKind.GroupVersion().String(), iam.RolePolicy_Kind),
-			ObjectMeta: externalName(c.Names.RolePolicy),
-			Spec: iam.RolePolicySpec{
-				ResourceSpec: resourceSpec(c),
-				ForProvider: iam.RolePolicyParameters{
-					Policy: optional(doc),
-					Role:   ptr(c.Names.Role),
-				},
-			},
-		},
+		ControllerRole: role(c, c.Names.Role, c.Input.PodIdentity.ServiceAccount,
+			fmt.Sprintf("Karpenter controller of EKS cluster %s, assumed through EKS Pod Identity", c.Spec.Cluster.Name)),
+		ControllerRolePolicy: rolePolicy(c, c.Names.RolePolicy, c.Names.Role, optional(doc)),
+		FinalCheckRole: role(c, c.Names.FinalCheckRole, naming.FinalCheckServiceAccount,
+			fmt.Sprintf("Final check of Karpenter's uninstall on EKS cluster %s: lists its instances, assumed through EKS Pod Identity", c.Spec.Cluster.Name)),
+		FinalCheckRolePolicy: rolePolicy(c, c.Names.FinalCheckRolePolicy, c.Names.FinalCheckRole, ptr(policy.FinalCheck(c.Account.Region).JSON())),
 		InterruptionQueue: &sqs.Queue{
 			TypeMeta: typeMeta(sqs.Queue_GroupVersionKind.GroupVersion().String(), sqs.Queue_Kind),
 			Spec: sqs.QueueSpec{
@@ -122,7 +98,8 @@ func Identity(c *config.Config) (Resources, error) {
 }
 
 // Wiring returns step two: the queue policy that lets only the five rules
-// send and only the controller role receive, one target per rule, and the Pod Identity association. It uses the
+// send and only the controller role receive, one target per rule, and the
+// Pod Identity associations of the controller and of the final check. It uses the
 // identifiers AWS reported, falling back to the derived ones for a resource
 // that exists already while its prerequisite is momentarily unobserved.
 func Wiring(c *config.Config, o Observed) Resources {
@@ -147,20 +124,9 @@ func Wiring(c *config.Config, o Observed) Resources {
 				},
 			},
 		},
-		PodIdentityAssociation: &eks.PodIdentityAssociation{
-			TypeMeta: typeMeta(eks.PodIdentityAssociation_GroupVersionKind.GroupVersion().String(), eks.PodIdentityAssociation_Kind),
-			Spec: eks.PodIdentityAssociationSpec{
-				ResourceSpec: resourceSpec(c),
-				ForProvider: eks.PodIdentityAssociationParameters_2{
-					Region:         ptr(c.Spec.Cluster.Region),
-					ClusterName:    ptr(c.Spec.Cluster.Name),
-					Namespace:      ptr(c.Input.PodIdentity.Namespace),
-					ServiceAccount: ptr(c.Input.PodIdentity.ServiceAccount),
-					RoleArn:        ptr(roleARN),
-					Tags:           tags(c),
-				},
-			},
-		},
+		PodIdentityAssociation: association(c, c.Input.PodIdentity.ServiceAccount, roleARN),
+		FinalCheckPodIdentityAssociation: association(c, naming.FinalCheckServiceAccount,
+			or(o.FinalCheckRoleARN, c.Account.RoleARN(c.Names.RolePath, c.Names.FinalCheckRole))),
 	}
 	for _, r := range interruption.Rules {
 		res[TargetResource(r)] = &events.Target{
@@ -178,6 +144,63 @@ func Wiring(c *config.Config, o Observed) Resources {
 		}
 	}
 	return res
+}
+
+// role is an IAM role under the cluster's path that EKS Pod Identity
+// assumes for serviceAccount in the controller's namespace of the claimed
+// cluster, and for nothing else.
+func role(c *config.Config, name, serviceAccount, description string) *iam.Role {
+	return &iam.Role{
+		TypeMeta:   typeMeta(iam.Role_GroupVersionKind.GroupVersion().String(), iam.Role_Kind),
+		ObjectMeta: externalName(name),
+		Spec: iam.RoleSpec{
+			ResourceSpec: resourceSpec(c),
+			ForProvider: iam.RoleParameters{
+				AssumeRolePolicy: ptr(policy.PodIdentityTrust(policy.Binding{
+					Account:        c.Account.ID,
+					Cluster:        c.Spec.Cluster.Name,
+					ClusterARN:     c.Account.ClusterARN(c.Spec.Cluster.Name),
+					Namespace:      c.Input.PodIdentity.Namespace,
+					ServiceAccount: serviceAccount,
+				}).JSON()),
+				Description:         ptr(description),
+				Path:                ptr(c.Names.RolePath),
+				PermissionsBoundary: optional(c.Input.PermissionsBoundaryARN),
+				Tags:                tags(c),
+			},
+		},
+	}
+}
+
+// rolePolicy is the inline policy name of role, with doc (nil: none yet).
+func rolePolicy(c *config.Config, name, role string, doc *string) *iam.RolePolicy {
+	return &iam.RolePolicy{
+		TypeMeta:   typeMeta(iam.RolePolicy_GroupVersionKind.GroupVersion().String(), iam.RolePolicy_Kind),
+		ObjectMeta: externalName(name),
+		Spec: iam.RolePolicySpec{
+			ResourceSpec: resourceSpec(c),
+			ForProvider:  iam.RolePolicyParameters{Policy: doc, Role: ptr(role)},
+		},
+	}
+}
+
+// association binds serviceAccount, in the controller's namespace of the
+// claimed cluster, to the role roleARN through EKS Pod Identity.
+func association(c *config.Config, serviceAccount, roleARN string) *eks.PodIdentityAssociation {
+	return &eks.PodIdentityAssociation{
+		TypeMeta: typeMeta(eks.PodIdentityAssociation_GroupVersionKind.GroupVersion().String(), eks.PodIdentityAssociation_Kind),
+		Spec: eks.PodIdentityAssociationSpec{
+			ResourceSpec: resourceSpec(c),
+			ForProvider: eks.PodIdentityAssociationParameters_2{
+				Region:         ptr(c.Spec.Cluster.Region),
+				ClusterName:    ptr(c.Spec.Cluster.Name),
+				Namespace:      ptr(c.Input.PodIdentity.Namespace),
+				ServiceAccount: ptr(serviceAccount),
+				RoleArn:        ptr(roleARN),
+				Tags:           tags(c),
+			},
+		},
+	}
 }
 
 // ControllerPolicy returns the controller's inline policy for the claim's

@@ -18,6 +18,12 @@ const (
 	InterruptionQueue       resource.Name = "interruption-queue"
 	InterruptionQueuePolicy resource.Name = "interruption-queue-policy"
 	PodIdentityAssociation  resource.Name = "pod-identity-association"
+	// The final check's own AWS identity (package cluster, finalcheck.go):
+	// a role that lists instances and nothing more, bound to the final
+	// check's ServiceAccount alone.
+	FinalCheckRole                   resource.Name = "final-check-role"
+	FinalCheckRolePolicy             resource.Name = "final-check-role-policy"
+	FinalCheckPodIdentityAssociation resource.Name = "final-check-pod-identity-association"
 	// EKSCluster observes the claimed EKS cluster (managementPolicies:
 	// Observe): its Kubernetes version, ARN and VPC. It manages nothing,
 	// and deleting it deletes nothing in AWS.

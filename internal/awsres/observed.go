@@ -12,9 +12,11 @@ import (
 // Observed are the identifiers AWS reported for the resources of step one.
 // A field is empty until the provider has written it.
 type Observed struct {
-	RoleARN  string
-	QueueURL string
-	QueueARN string
+	RoleARN string
+	// FinalCheckRoleARN is the final check's role.
+	FinalCheckRoleARN string
+	QueueURL          string
+	QueueARN          string
 	// RuleARNs maps an interruption rule key to its ARN.
 	RuleARNs map[string]string
 	// The claimed EKS cluster as AWS describes it: its Kubernetes version
@@ -33,10 +35,11 @@ func ReadObserved(ocds map[resource.Name]resource.ObservedComposed) Observed {
 		return s
 	}
 	o := Observed{
-		RoleARN:  get(ControllerRole, "status.atProvider.arn"),
-		QueueURL: get(InterruptionQueue, "status.atProvider.url"),
-		QueueARN: get(InterruptionQueue, "status.atProvider.arn"),
-		RuleARNs: map[string]string{},
+		RoleARN:           get(ControllerRole, "status.atProvider.arn"),
+		FinalCheckRoleARN: get(FinalCheckRole, "status.atProvider.arn"),
+		QueueURL:          get(InterruptionQueue, "status.atProvider.url"),
+		QueueARN:          get(InterruptionQueue, "status.atProvider.arn"),
+		RuleARNs:          map[string]string{},
 		// Observed as provider-aws writes it: the claim API's v1beta1 keeps
 		// vpcConfig as a list, the namespaced one as an object.
 		ClusterVersion: get(EKSCluster, "status.atProvider.version"),

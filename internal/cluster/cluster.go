@@ -78,18 +78,12 @@ const ManagedNodeLabel = "karpenter.sh/nodepool"
 // it again a moment later, sooner than another round would.
 func Needs(c *config.Config) map[fnresource.Name][]fnresource.Name {
 	return map[fnresource.Name][]fnresource.Name{
-		ServiceAccount:        {Namespace},
-		CheckName(c):          {Namespace},
-		FinalCheck:            {Namespace},
-		FinalCheckRBAC:        {Namespace},
-		FinalCheckRBACBinding: {Namespace},
-		// kube-controller-manager deletes a token Secret whose
-		// ServiceAccount does not exist yet; provider-kubernetes applies it
-		// again at its next poll, by which time the ServiceAccount, applied
-		// with it, does. Waiting for the ServiceAccount instead would add a
-		// round to the step.
+		ServiceAccount:           {Namespace},
+		CheckName(c):             {Namespace},
+		FinalCheck:               {Namespace},
+		FinalCheckRBAC:           {Namespace},
+		FinalCheckRBACBinding:    {Namespace},
 		FinalCheckServiceAccount: {Namespace},
-		FinalCheckToken:          {Namespace},
 	}
 }
 

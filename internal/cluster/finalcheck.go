@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/do-now/function-karpenter/internal/config"
+	"github.com/do-now/function-karpenter/internal/naming"
 )
 
 // The final check: the last thing an uninstall waits on before the
@@ -20,9 +21,9 @@ import (
 // garbage collector (karpenter-provider-aws v1.15.0,
 // pkg/providers/instance/instance.go, Delete), which an uninstall stops
 // with the controller. So, once the controller is gone, a Pod in the
-// claimed cluster lists, under the controller's own identity, the instances
-// Karpenter would call its own, and lets the uninstall go on only when
-// there are none.
+// claimed cluster lists, under an AWS identity of its own that may do
+// nothing else, the instances Karpenter would call its own, and lets the
+// uninstall go on only when there are none.
 //
 // How it holds the uninstall: its Deployment carries FinalCheckFinalizer.
 // Deleting the final-check Object deletes the Deployment with background
@@ -35,38 +36,32 @@ import (
 // marked deleted, lists the instances and removes the finalizer once none
 // is left; until then it names them on the Deployment (FinalCheckLeft),
 // which the Object's status shows. The Object stays until the Deployment is
-// gone, and Usages keep the Role, its policy, the Pod Identity association,
-// the namespace, the ServiceAccount and the check's RBAC until the Object is
-// gone (package usage).
+// gone, and Usages keep its own role, policy and Pod Identity association,
+// its ServiceAccount and RBAC, the namespace, and the controller's AWS
+// access until the Object is gone (package usage).
 const (
 	FinalCheck               fnresource.Name = "final-check"
 	FinalCheckRBAC           fnresource.Name = "final-check-rbac"
 	FinalCheckRBACBinding    fnresource.Name = "final-check-rbac-binding"
 	FinalCheckServiceAccount fnresource.Name = "final-check-service-account"
-	FinalCheckToken          fnresource.Name = "final-check-token"
 )
 
 // FinalCheckName names the final check's Deployment, its ServiceAccount,
 // Role and RoleBinding in the controller's namespace.
-const FinalCheckName = "karpenter-final-check"
+const FinalCheckName = naming.FinalCheckServiceAccount
 
-// FinalCheckTokenName is the Secret holding the API token of the final
-// check's ServiceAccount, and FinalCheckTokenDir where its Pod mounts it.
+// FinalCheckTokenDir is where the final check's Pod finds the API token of
+// its own ServiceAccount, the one Kubernetes mounts in every container that
+// asks for it (automountServiceAccountToken; "Configure Service Accounts for
+// Pods", kubernetes.io, /var/run/secrets/kubernetes.io/serviceaccount).
 //
-// Two identities, because one ServiceAccount cannot carry both: AWS's
-// comes through EKS Pod Identity, whose association and the controller
-// role's trust name the controller's ServiceAccount (policy.ControllerTrust),
-// so the Pod runs as that one; the Kubernetes API's is the final check's
-// own ServiceAccount, bound to FinalCheckRBAC alone, through this token,
-// as the Pod gets no token of the controller's (the chart binds that one
-// to Karpenter's cluster roles). A projected token is only ever the Pod's
-// own ServiceAccount's, so the token is a ServiceAccount token Secret,
-// which kube-controller-manager fills (its serviceaccount-token
-// controller) and keeps while the ServiceAccount exists.
-const (
-	FinalCheckTokenName = FinalCheckName + "-token"
-	FinalCheckTokenDir  = "/var/run/secrets/socle.do-now.io/final-check"
-)
+// One ServiceAccount carries both of the Pod's identities: the Kubernetes
+// API's, bound to FinalCheckRBAC alone, and AWS's, which EKS Pod Identity
+// serves through the final check's own association and role
+// (awsres.FinalCheckRole: ec2:DescribeInstances, and nothing else). The
+// controller's ServiceAccount, bound to Karpenter's cluster roles and to
+// the controller role, is no longer the Pod's.
+const FinalCheckTokenDir = "/var/run/secrets/kubernetes.io/serviceaccount"
 
 // FinalCheckFinalizer holds the final check's Deployment until no instance
 // of the cluster's is left.
@@ -104,19 +99,27 @@ func FinalCheckCall(c *config.Config) Call {
 	}
 }
 
+// FinalCheckListed is the file the final check's script writes once it has
+// listed the instances under its own AWS identity, which its readiness
+// probe waits for: a final check that cannot list is never Ready, so the
+// install stops at step three, not the uninstall at its end.
+const FinalCheckListed = "/tmp/final-check-listed"
+
 // FinalCheckScript is what the final check's Pod runs: every
 // FINAL_CHECK_SECONDS (30 unless set), read its own Deployment's metadata;
-// once that is marked deleted, list the instances; none left: remove the
-// finalizer, some: name them (instance IDs only: anything else the CLI
-// prints is never written into the patch). It reads and patches that one
-// Deployment and nothing else, as its own ServiceAccount's token allows
-// (FinalCheckRBAC).
+// until one listing has worked, list the instances, which proves its AWS
+// identity (FinalCheckListed); once the Deployment is marked deleted, list
+// them each round: none left: remove the finalizer, some: name them
+// (instance IDs only: anything else the CLI prints is never written into the
+// patch). It reads and patches that one Deployment and nothing else, as its
+// own ServiceAccount's token allows (FinalCheckRBAC).
 func FinalCheckScript(c *config.Config) string {
 	ns := c.Input.PodIdentity.Namespace
 	var b strings.Builder
 	line := func(s string) { b.WriteString(s + "\n") }
 	line(`set -u`)
 	line(`sa=${SERVICE_ACCOUNT_DIR:-` + FinalCheckTokenDir + `}`)
+	line(`listed=${LISTED_FILE:-` + FinalCheckListed + `}`)
 	line(`self="https://${KUBERNETES_SERVICE_HOST}:${KUBERNETES_SERVICE_PORT}/apis/apps/v1/namespaces/` + ns + `/deployments/` + FinalCheckName + `"`)
 	line(`# kube ARGS: one request to the API server, as this Pod's ServiceAccount.`)
 	line(`kube() { curl -sS --fail --max-time 30 --cacert "$sa/ca.crt" -H "Authorization: Bearer $(cat "$sa/token")" "$@"; }`)
@@ -129,26 +132,28 @@ func FinalCheckScript(c *config.Config) string {
 	// isPrettyPrint): the pattern ends at the colon.
 	line(`  # Its metadata only (PartialObjectMetadata): nothing of the spec, this script included, is read.`)
 	line(`  if meta=$(kube -H 'Accept: application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1' "$self"); then`)
-	line(`    case "$meta" in`)
-	line(`    *'"deletionTimestamp":'*)`)
+	line(`    case "$meta" in *'"deletionTimestamp":'*) deleting=1 ;; *) deleting= ;; esac`)
+	line(`    if [ -n "$deleting" ] || [ ! -e "$listed" ]; then`)
 	call := FinalCheckCall(c)
 	line(`      if left=$(` + words(call.Args) + ` 2>"$HOME/final-check.err"); then`)
+	line(`        [ -e "$listed" ] || { : >"$listed"; echo "final check: its AWS identity lists the instances"; }`)
 	line(`        left=$(echo $left); [ "$left" != None ] || left=`)
-	line(`        case "$left" in`)
-	line(`        "")`)
+	line(`        case "$deleting$left" in`)
+	line(`        "") ;;`)
+	line(`        1)`)
 	line(`          patch strategic-merge-patch ` + quote(`{"metadata":{"$deleteFromPrimitiveList/finalizers":["`+FinalCheckFinalizer+`"]}}`) + ` && echo "final check: no instance left, the uninstall goes on" ;;`)
-	line(`        *[!0-9a-z\ -]*)`)
+	line(`        1*[!0-9a-z\ -]*)`)
 	line(`          echo "final check: an answer that lists no instance IDs: $left" >&2`)
 	line(`          patch merge-patch ` + quote(`{"metadata":{"annotations":{"`+FinalCheckLeft+`":"unknown: ec2 describe-instances answered no instance IDs, see the Pod log"}}}`) + ` ;;`)
-	line(`        *)`)
+	line(`        1*)`)
 	line(`          echo "final check: instances left: $left"`)
 	line(`          patch merge-patch "{\"metadata\":{\"annotations\":{\"` + FinalCheckLeft + `\":\"$left\"}}}" ;;`)
 	line(`        esac`)
 	line(`      else`)
 	line(`        echo "final check: cannot list the instances: $(cat "$HOME/final-check.err")" >&2`)
-	line(`        patch merge-patch ` + quote(`{"metadata":{"annotations":{"`+FinalCheckLeft+`":"unknown: ec2 describe-instances failed, see the Pod log"}}}`))
-	line(`      fi ;;`)
-	line(`    esac`)
+	line(`        [ -z "$deleting" ] || patch merge-patch ` + quote(`{"metadata":{"annotations":{"`+FinalCheckLeft+`":"unknown: ec2 describe-instances failed, see the Pod log"}}}`))
+	line(`      fi`)
+	line(`    fi`)
 	line(`  fi`)
 	line(`  sleep "${FINAL_CHECK_SECONDS:-30}"`)
 	line(`done`)
@@ -165,20 +170,23 @@ func finalCheck(c *config.Config, labels map[string]string) map[fnresource.Name]
 		podLabels[k] = v
 	}
 	// The access check's Pod, as Prepare built it: where the controller
-	// runs, as its ServiceAccount for AWS, with no token of it, in the
-	// same image.
+	// runs, in the same image.
 	spec := *builtPod(c).Spec.DeepCopy()
-	// A Pod that keeps running: restarted if it ends, and with its own
-	// ServiceAccount's API token, which it reads its Deployment with (the
-	// access check has none).
+	// A Pod that keeps running: restarted if it ends, as its own
+	// ServiceAccount for AWS and for the API, whose token it reads its
+	// Deployment with.
+	yes := true
+	spec.ServiceAccountName = FinalCheckName
+	spec.AutomountServiceAccountToken = &yes
 	spec.RestartPolicy = corev1.RestartPolicyAlways
 	spec.ActiveDeadlineSeconds = nil
-	spec.Volumes = append(spec.Volumes, corev1.Volume{Name: "api-token", VolumeSource: corev1.VolumeSource{
-		Secret: &corev1.SecretVolumeSource{SecretName: FinalCheckTokenName, Items: []corev1.KeyToPath{{Key: "token", Path: "token"}, {Key: "ca.crt", Path: "ca.crt"}}},
-	}})
 	ctr := &spec.Containers[0]
-	ctr.VolumeMounts = append(ctr.VolumeMounts, corev1.VolumeMount{Name: "api-token", MountPath: FinalCheckTokenDir, ReadOnly: true})
 	ctr.Command = []string{"/bin/sh", "-c", FinalCheckScript(c)}
+	// Ready once it has listed the instances under its own identity.
+	ctr.ReadinessProbe = &corev1.Probe{
+		ProbeHandler:  corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"/bin/sh", "-c", "test -e " + FinalCheckListed}}},
+		PeriodSeconds: 10,
+	}
 	ctr.TerminationMessagePolicy = corev1.TerminationMessageReadFile
 	ctr.Env = awsEnv(c) // not the cluster's version: an upgrade of the cluster changes nothing here
 	one := int32(1)
@@ -198,12 +206,6 @@ func finalCheck(c *config.Config, labels map[string]string) map[fnresource.Name]
 		FinalCheckServiceAccount: &corev1.ServiceAccount{
 			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"},
 			ObjectMeta: *meta.DeepCopy(),
-		},
-		FinalCheckToken: &corev1.Secret{
-			TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
-			ObjectMeta: metav1.ObjectMeta{Name: FinalCheckTokenName, Namespace: ns, Labels: labels,
-				Annotations: map[string]string{corev1.ServiceAccountNameKey: FinalCheckName}},
-			Type: corev1.SecretTypeServiceAccountToken,
 		},
 		FinalCheckRBAC: &rbacv1.Role{
 			TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "Role"},

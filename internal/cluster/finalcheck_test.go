@@ -21,37 +21,52 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 
-	"github.com/do-now/function-karpenter/internal/awsres"
+	"github.com/do-now/function-karpenter/internal/policy"
 )
 
-// TestFinalCheckNeedsOnlyWhatKarpenterIsGranted holds the final check's
-// call against the controller policy, as the preflight's calls are held:
-// it runs under the controller's identity and needs nothing more.
-func TestFinalCheckNeedsOnlyWhatKarpenterIsGranted(t *testing.T) {
+// TestFinalCheckNeedsOnlyItsOwnPolicy holds the final check's call against
+// its own role's policy, as the preflight's calls are held against the
+// controller's: the policy grants that call in the cluster's region, and
+// none of the controller's other calls (launching, terminating, reading
+// the queue), nor the call itself in another region.
+func TestFinalCheckNeedsOnlyItsOwnPolicy(t *testing.T) {
 	for name, c := range preflightConfigs(t) {
-		doc, err := awsres.ControllerPolicy(c)
-		if err != nil {
-			t.Fatal(err)
-		}
+		doc := policy.FinalCheck(c.Account.Region).JSON()
 		call := FinalCheckCall(c)
 		if named := call.Args[0] + ":" + operation(call.Args[1]); len(call.Authorizations) != 1 || call.Authorizations[0].Action != named {
 			t.Errorf("%s: aws %s %s declares %v, want %s", name, call.Args[0], call.Args[1], call.Authorizations, named)
 		}
 		for _, a := range call.Authorizations {
-			if sid := authorizes(t, doc, c.Spec.Cluster.Region, a); sid == "" {
-				t.Errorf("%s: %s on %s (context %v) is granted by no statement of the controller policy", name, a.Action, a.Resource, a.Context)
+			if sid := authorizes(t, doc, c.Account.Region, a); sid == "" {
+				t.Errorf("%s: %s on %s (context %v) is granted by no statement of the final check's policy", name, a.Action, a.Resource, a.Context)
+			}
+			elsewhere := a
+			elsewhere.Context = map[string][]string{"aws:RequestedRegion": {"ap-south-2"}}
+			if sid := authorizes(t, doc, "ap-south-2", elsewhere); sid != "" {
+				t.Errorf("%s: %s in another region is granted by %s", name, a.Action, sid)
+			}
+		}
+		_, calls := Preflight(c)
+		for _, other := range calls {
+			for _, a := range other.Authorizations {
+				if a.Action == "ec2:DescribeInstances" {
+					continue
+				}
+				if sid := authorizes(t, doc, c.Account.Region, a); sid != "" {
+					t.Errorf("%s: the final check's policy grants the controller's %s on %s (%s)", name, a.Action, a.Resource, sid)
+				}
 			}
 		}
 	}
 }
 
 // TestFinalCheckObjects: the Deployment holds the uninstall (its
-// finalizer) and runs where the controller runs. Its Kubernetes identity
-// is its own ServiceAccount, through that one's token, and the controller's
-// token is not mounted (the chart binds it to Karpenter's cluster roles);
-// its RBAC lets it read and patch that Deployment, and nothing else. Its
-// AWS identity stays the controller's ServiceAccount's, which Pod Identity
-// serves without a token.
+// finalizer) and runs where the controller runs, as its own ServiceAccount
+// for the Kubernetes API (its RBAC lets it read and patch that Deployment,
+// and nothing else) and for AWS (its own Pod Identity association and role,
+// package awsres); nothing of the controller's ServiceAccount, bound to
+// Karpenter's cluster roles and the controller role, is its. It is Ready
+// once it has listed the instances.
 func TestFinalCheckObjects(t *testing.T) {
 	c := load(t, map[string]any{})
 	m := Manifests(c)
@@ -62,30 +77,33 @@ func TestFinalCheckObjects(t *testing.T) {
 	}
 	pod := d.Spec.Template.Spec
 	check := m[CheckName(c)].(*corev1.Pod).Spec
-	no := false
 	type identity struct {
 		ServiceAccountName           string
 		AutomountServiceAccountToken *bool
 		Volumes                      []corev1.Volume
 		Mounts                       []corev1.VolumeMount
 	}
+	yes := true
 	want := identity{
-		ServiceAccountName:           controllerSA,
-		AutomountServiceAccountToken: &no,
-		Volumes: []corev1.Volume{
-			{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
-			{Name: "api-token", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
-				SecretName: FinalCheckTokenName, Items: []corev1.KeyToPath{{Key: "token", Path: "token"}, {Key: "ca.crt", Path: "ca.crt"}},
-			}}},
-		},
-		Mounts: []corev1.VolumeMount{{Name: "tmp", MountPath: "/tmp"}, {Name: "api-token", MountPath: FinalCheckTokenDir, ReadOnly: true}},
+		ServiceAccountName:           FinalCheckName,
+		AutomountServiceAccountToken: &yes,
+		Volumes:                      []corev1.Volume{{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
+		Mounts:                       []corev1.VolumeMount{{Name: "tmp", MountPath: "/tmp"}},
 	}
 	got := identity{pod.ServiceAccountName, pod.AutomountServiceAccountToken, pod.Volumes, pod.Containers[0].VolumeMounts}
 	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("the final check's Pod must reach AWS as the controller's ServiceAccount, with no token of it, and the API with its own ServiceAccount's token (-want +got):\n%s", diff)
+		t.Errorf("the final check's Pod must reach AWS and the API as its own ServiceAccount, through the token Kubernetes mounts, and mount nothing of the controller's (-want +got):\n%s", diff)
+	}
+	if pod.ServiceAccountName == controllerSA {
+		t.Errorf("the final check's Pod runs as the controller's ServiceAccount %s", controllerSA)
 	}
 	if !strings.Contains(FinalCheckScript(c), "sa=${SERVICE_ACCOUNT_DIR:-"+FinalCheckTokenDir+"}") {
-		t.Errorf("the final check's script does not read its token where the Pod mounts it, %s", FinalCheckTokenDir)
+		t.Errorf("the final check's script does not read its token where Kubernetes mounts it, %s", FinalCheckTokenDir)
+	}
+	probe := pod.Containers[0].ReadinessProbe
+	if probe == nil || probe.Exec == nil || !strings.Contains(strings.Join(probe.Exec.Command, " "), "test -e "+FinalCheckListed) ||
+		!strings.Contains(FinalCheckScript(c), "listed=${LISTED_FILE:-"+FinalCheckListed+"}") {
+		t.Errorf("the final check's Pod must be Ready only once its script has listed the instances (%s): probe %v", FinalCheckListed, probe)
 	}
 	if !cmp.Equal(pod.NodeSelector, check.NodeSelector) || !cmp.Equal(pod.Tolerations, check.Tolerations) || !cmp.Equal(pod.Affinity, check.Affinity) {
 		t.Errorf("the final check is placed unlike the access check (where the controller runs): %v %v %v", pod.NodeSelector, pod.Tolerations, pod.Affinity)
@@ -101,14 +119,8 @@ func TestFinalCheckObjects(t *testing.T) {
 	if !ok || sa.Name != FinalCheckName || sa.Namespace != ns {
 		t.Fatalf("%s: %v, want ServiceAccount %s/%s", FinalCheckServiceAccount, m[FinalCheckServiceAccount], ns, FinalCheckName)
 	}
-	token, ok := m[FinalCheckToken].(*corev1.Secret)
-	if !ok {
-		t.Fatalf("%s: %v, want the ServiceAccount's token Secret", FinalCheckToken, m[FinalCheckToken])
-	}
-	if token.Name != FinalCheckTokenName || token.Namespace != ns || token.Type != corev1.SecretTypeServiceAccountToken ||
-		!cmp.Equal(token.Annotations, map[string]string{corev1.ServiceAccountNameKey: FinalCheckName}) || len(token.Data) != 0 {
-		t.Errorf("token Secret %s/%s of type %s annotated %v, want %s/%s, a token of ServiceAccount %s that kube-controller-manager fills",
-			token.Namespace, token.Name, token.Type, token.Annotations, ns, FinalCheckTokenName, FinalCheckName)
+	if _, ok := m["final-check-token"]; ok {
+		t.Errorf("a token Secret is composed: the Pod's own ServiceAccount's token is mounted by Kubernetes")
 	}
 	role := m[FinalCheckRBAC].(*rbacv1.Role)
 	rules := []rbacv1.PolicyRule{{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, ResourceNames: []string{FinalCheckName}, Verbs: []string{"get", "patch"}}}
@@ -129,9 +141,16 @@ func TestFinalCheckObjects(t *testing.T) {
 // (e2e/claimed_test.go).
 type apiStandIn struct {
 	mu       sync.Mutex
+	reads    int
 	deleting bool
 	patches  []patch
 	refused  []string
+}
+
+func (a *apiStandIn) read() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.reads
 }
 
 func (a *apiStandIn) patched() bool {
@@ -156,6 +175,7 @@ func (a *apiStandIn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	switch r.Method {
 	case http.MethodGet:
+		a.reads++
 		if r.Header.Get("Accept") != "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1" {
 			a.refused = append(a.refused, "GET without asking for metadata only: "+r.Header.Get("Accept"))
 		}
@@ -187,8 +207,9 @@ func (a *apiStandIn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // TestFinalCheckScript runs the final check's script with /bin/sh, curl,
-// the fake aws and the API server stand-in: it lists nothing while its
-// Deployment lives; once the Deployment is marked deleted, it lists the
+// the fake aws and the API server stand-in: while its Deployment lives it
+// lists the instances once, to prove its AWS identity (its readiness file),
+// or each round until that works, and patches nothing; once the Deployment is marked deleted, it lists the
 // instances as Karpenter's List does and names those left on the
 // Deployment, or says it cannot list them (an error, or an answer that is
 // no list of instance IDs, which never reaches the patch), and removes its
@@ -206,18 +227,24 @@ func TestFinalCheckScript(t *testing.T) {
 		env      []string
 		want     patch // the first patch; none when the Deployment lives
 		lists    bool
+		// listings is how many times a living Deployment's check lists in
+		// ten rounds, and ready whether it wrote its readiness file.
+		listings int
+		ready    bool
 	}{
-		"Living":         {deleting: false},
-		"InstancesLeft":  {deleting: true, env: []string{"FAKE_INSTANCES=i-0a1 i-0b2"}, want: left("i-0a1 i-0b2"), lists: true},
-		"NotInstanceIDs": {deleting: true, env: []string{`FAKE_INSTANCES=i-0a1 "}},"x":{"y":"z`}, want: left("unknown: ec2 describe-instances answered no instance IDs, see the Pod log"), lists: true},
-		"CannotList":     {deleting: true, env: []string{"FAIL=describe-instances", "ANSWER=An error occurred (UnauthorizedOperation)"}, want: left("unknown: ec2 describe-instances failed, see the Pod log"), lists: true},
-		"NoInstanceLeft": {deleting: true, want: patch{"application/strategic-merge-patch+json", map[string]any{"metadata": map[string]any{"$deleteFromPrimitiveList/finalizers": []any{FinalCheckFinalizer}}}}, lists: true},
+		"Living":           {deleting: false, env: []string{"FAKE_INSTANCES=i-0a1"}, lists: true, listings: 1, ready: true},
+		"LivingCannotList": {deleting: false, env: []string{"FAIL=describe-instances", "ANSWER=An error occurred (UnauthorizedOperation)"}, lists: true, listings: 2},
+		"InstancesLeft":    {deleting: true, env: []string{"FAKE_INSTANCES=i-0a1 i-0b2"}, want: left("i-0a1 i-0b2"), lists: true},
+		"NotInstanceIDs":   {deleting: true, env: []string{`FAKE_INSTANCES=i-0a1 "}},"x":{"y":"z`}, want: left("unknown: ec2 describe-instances answered no instance IDs, see the Pod log"), lists: true},
+		"CannotList":       {deleting: true, env: []string{"FAIL=describe-instances", "ANSWER=An error occurred (UnauthorizedOperation)"}, want: left("unknown: ec2 describe-instances failed, see the Pod log"), lists: true},
+		"NoInstanceLeft":   {deleting: true, want: patch{"application/strategic-merge-patch+json", map[string]any{"metadata": map[string]any{"$deleteFromPrimitiveList/finalizers": []any{FinalCheckFinalizer}}}}, lists: true},
 	} {
 		t.Run(name, func(t *testing.T) {
 			api := &apiStandIn{deleting: tc.deleting}
 			srv := httptest.NewTLSServer(api)
 			defer srv.Close()
 			sa, bin, state := t.TempDir(), t.TempDir(), t.TempDir()
+			listed := filepath.Join(state, "listed")
 			ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
 			must(t, os.WriteFile(filepath.Join(sa, "ca.crt"), ca, 0o644))
 			must(t, os.WriteFile(filepath.Join(sa, "token"), []byte("the-token"), 0o644))
@@ -229,19 +256,15 @@ func TestFinalCheckScript(t *testing.T) {
 			cmd := exec.Command("/bin/sh", "-c", FinalCheckScript(c))
 			cmd.Env = append([]string{"PATH=" + bin + ":" + filepath.Dir(curl) + ":/usr/bin:/bin", "SERVICE_ACCOUNT_DIR=" + sa,
 				"KUBERNETES_SERVICE_HOST=" + host, "KUBERNETES_SERVICE_PORT=" + port, "FINAL_CHECK_SECONDS=0.1",
-				"FAKE_AWS_STATE=" + state, "AWS_REGION=" + c.Spec.Cluster.Region, "HOME=" + t.TempDir()}, tc.env...)
+				"FAKE_AWS_STATE=" + state, "AWS_REGION=" + c.Spec.Cluster.Region, "HOME=" + t.TempDir(), "LISTED_FILE=" + listed}, tc.env...)
 			var out strings.Builder
 			cmd.Stdout, cmd.Stderr = &out, &out
 			must(t, cmd.Start())
 			defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
 
-			// A living Deployment: ten rounds. A deleted one: until the
-			// first patch.
-			wait := time.Second
-			if tc.deleting {
-				wait = 10 * time.Second
-			}
-			for deadline := time.Now().Add(wait); time.Now().Before(deadline) && !(tc.deleting && api.patched()); {
+			// A living Deployment: ten rounds (reads of its Deployment). A
+			// deleted one: until the first patch.
+			for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline) && !(tc.deleting && api.patched()) && !(!tc.deleting && api.read() >= 10); {
 				time.Sleep(50 * time.Millisecond)
 			}
 			_ = cmd.Process.Kill()
@@ -264,6 +287,12 @@ func TestFinalCheckScript(t *testing.T) {
 			calls, _ := os.ReadFile(filepath.Join(state, "describe-instances"))
 			if lists := len(calls) > 0; lists != tc.lists {
 				t.Fatalf("listed the instances: %v, want %v; output:\n%s", lists, tc.lists, out.String())
+			}
+			if n := strings.Count(string(calls), "\n"); !tc.deleting && (n < tc.listings || tc.listings == 1 && n != 1) {
+				t.Errorf("a living Deployment's check listed %d times in its rounds, want %d%s; output:\n%s", n, tc.listings, map[bool]string{true: "", false: " or more"}[tc.listings == 1], out.String())
+			}
+			if _, err := os.Stat(listed); !tc.deleting && (err == nil) != tc.ready {
+				t.Errorf("readiness file written: %v, want %v; output:\n%s", err == nil, tc.ready, out.String())
 			}
 			if tc.lists {
 				var args []string

@@ -32,12 +32,22 @@ const Base = "-karpenter"
 // are unique per rule, so one fixed ID suffices.
 const TargetID = "karpenter-interruption-queue"
 
+// FinalCheckServiceAccount is the final check's ServiceAccount in the
+// controller's namespace: its Deployment, Role and RoleBinding there share
+// the name, and its IAM role trusts that ServiceAccount alone.
+const FinalCheckServiceAccount = "karpenter-final-check"
+
 // Names are the AWS names of one cluster's resources.
 type Names struct {
 	Role       string
 	RolePath   string
 	RolePolicy string
-	Queue      string
+	// FinalCheckRole is the final check's own role, under RolePath, and
+	// FinalCheckRolePolicy its inline policy: it lists instances and
+	// nothing more.
+	FinalCheckRole       string
+	FinalCheckRolePolicy string
+	Queue                string
 	// Rules maps an interruption rule key to its AWS rule name.
 	Rules map[string]string
 }
@@ -50,8 +60,13 @@ func For(cluster, pathPrefix string) Names {
 		Role:       base,
 		RolePath:   pathPrefix + cluster + "/",
 		RolePolicy: base + "-controller",
-		Queue:      base,
-		Rules:      make(map[string]string, len(interruption.Rules)),
+		// "-final", not "-final-check": a 44-character cluster name (the
+		// longest the API allows, for the rule names) keeps it within
+		// MaxRoleName.
+		FinalCheckRole:       base + "-final",
+		FinalCheckRolePolicy: base + "-final-check",
+		Queue:                base,
+		Rules:                make(map[string]string, len(interruption.Rules)),
 	}
 	for _, r := range interruption.Rules {
 		n.Rules[r.Key] = base + "-" + r.Suffix
@@ -74,6 +89,8 @@ func (n Names) Check(cluster *field.Path) field.ErrorList {
 	check("IAM role", n.Role, MaxRoleName)
 	check("IAM role path", n.RolePath, MaxRolePath)
 	check("IAM role policy", n.RolePolicy, MaxRolePolicyName)
+	check("IAM role", n.FinalCheckRole, MaxRoleName)
+	check("IAM role policy", n.FinalCheckRolePolicy, MaxRolePolicyName)
 	check("SQS queue", n.Queue, MaxQueueName)
 	for _, r := range interruption.Rules {
 		check("EventBridge rule", n.Rules[r.Key], MaxRuleName)

@@ -16,10 +16,12 @@ func clusterOf(n int) string {
 // namesOf are the names For must give cluster under /socle/, written out.
 func namesOf(cluster string) Names {
 	return Names{
-		Role:       cluster + "-karpenter",
-		RolePath:   "/socle/" + cluster + "/",
-		RolePolicy: cluster + "-karpenter-controller",
-		Queue:      cluster + "-karpenter",
+		Role:                 cluster + "-karpenter",
+		RolePath:             "/socle/" + cluster + "/",
+		RolePolicy:           cluster + "-karpenter-controller",
+		FinalCheckRole:       cluster + "-karpenter-final",
+		FinalCheckRolePolicy: cluster + "-karpenter-final-check",
+		Queue:                cluster + "-karpenter",
 		Rules: map[string]string{
 			"health":               cluster + "-karpenter-health",
 			"spot-interruption":    cluster + "-karpenter-spot",
@@ -51,10 +53,12 @@ func TestFor(t *testing.T) {
 			pathPrefix: "/socle/",
 			want: want{
 				names: Names{
-					Role:       "prod-eu-karpenter",
-					RolePath:   "/socle/prod-eu/",
-					RolePolicy: "prod-eu-karpenter-controller",
-					Queue:      "prod-eu-karpenter",
+					Role:                 "prod-eu-karpenter",
+					RolePath:             "/socle/prod-eu/",
+					RolePolicy:           "prod-eu-karpenter-controller",
+					FinalCheckRole:       "prod-eu-karpenter-final",
+					FinalCheckRolePolicy: "prod-eu-karpenter-final-check",
+					Queue:                "prod-eu-karpenter",
 					Rules: map[string]string{
 						"health":               "prod-eu-karpenter-health",
 						"spot-interruption":    "prod-eu-karpenter-spot",

@@ -18,7 +18,8 @@ const (
 	ServiceAccountKey = "aws:RequestTag/kubernetes-service-account"
 )
 
-// Binding is the one Pod Identity association the controller role is for.
+// Binding is the one Pod Identity association a role is for: the
+// controller's, or the final check's.
 type Binding struct {
 	Account string
 	Cluster string
@@ -29,11 +30,12 @@ type Binding struct {
 	ServiceAccount string
 }
 
-// ControllerTrust is the trust policy of the controller role: only EKS Pod
-// Identity may assume it and tag the session, and only for the controller's
-// service account in the claimed cluster of the account. Without the
+// PodIdentityTrust is the trust policy of a role EKS Pod Identity serves
+// (the controller's, the final check's): only EKS Pod Identity may assume it
+// and tag the session, and only for the one service account of b in the
+// claimed cluster of the account. Without the
 // conditions any Pod Identity association in the account could bind it.
-func ControllerTrust(b Binding) Document {
+func PodIdentityTrust(b Binding) Document {
 	return Document{
 		Version: Version,
 		Statement: []Statement{{

@@ -8,12 +8,12 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-func TestControllerTrust(t *testing.T) {
+func TestPodIdentityTrust(t *testing.T) {
 	b := Binding{Account: "111122223333", Cluster: "prod-eu", ClusterARN: "arn:aws:eks:eu-west-3:111122223333:cluster/prod-eu", Namespace: "karpenter", ServiceAccount: "karpenter"}
-	doc := parseJSON(t, ControllerTrust(b).JSON())
+	doc := parseJSON(t, PodIdentityTrust(b).JSON())
 
 	if v := doc["Version"]; v != "2012-10-17" {
-		t.Errorf("ControllerTrust(): Version = %v, want 2012-10-17", v)
+		t.Errorf("PodIdentityTrust(): Version = %v, want 2012-10-17", v)
 	}
 	got := normaliseStatements(t, doc)
 	for _, s := range got {
@@ -36,7 +36,7 @@ func TestControllerTrust(t *testing.T) {
 		}},
 	}}
 	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("The controller role must trust EKS Pod Identity for the controller's service account of its cluster, and nothing else.\nControllerTrust(): -want, +got:\n%s", diff)
+		t.Errorf("The controller role must trust EKS Pod Identity for the controller's service account of its cluster, and nothing else.\nPodIdentityTrust(): -want, +got:\n%s", diff)
 	}
 }
 
@@ -55,7 +55,7 @@ var podIdentitySessionTags = []string{
 // namespace or another service account: only the first may assume the role.
 func TestTrustHoldsForTheControllersSession(t *testing.T) {
 	b := Binding{Account: "111122223333", Cluster: "prod-eu", ClusterARN: "arn:aws:eks:eu-west-3:111122223333:cluster/prod-eu", Namespace: "karpenter", ServiceAccount: "karpenter"}
-	doc := parseJSON(t, ControllerTrust(b).JSON())
+	doc := parseJSON(t, PodIdentityTrust(b).JSON())
 	st := normaliseStatements(t, doc)
 	if len(st) != 1 {
 		t.Fatalf("want one statement, got %d", len(st))

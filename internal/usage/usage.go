@@ -16,12 +16,13 @@
 //     the nodes Kustomization (which also goes first) may end its own
 //     wait, not this one.
 //   - The controller before the final check (package cluster, finalcheck.go),
-//     and the final check before the Pod Identity association, Role and
-//     policy, namespace, ServiceAccount and RBAC it runs with: it lists the
-//     instances under the controller's identity once the controller is
-//     gone, and holds the uninstall while one is left. Without them the
-//     controller cannot terminate an instance, or runs no more, and the
-//     check cannot list them.
+//     and the final check before the controller's AWS access (its Pod
+//     Identity association, role and policy), namespace and ServiceAccount,
+//     and before its own AWS access, ServiceAccount and RBAC: it lists the
+//     instances once the controller is gone, and holds the uninstall while
+//     one is left. Without the controller's, the controller cannot
+//     terminate an instance, or runs no more; without its own, the check
+//     cannot list them.
 //   - The controller before its queue, queue policy and the EventBridge
 //     targets (and so their rules): it keeps handling
 //     interruptions (a Spot notice) while the nodes drain, and they keep
@@ -69,9 +70,9 @@ func Edges() []Edge {
 		edges = append(edges, Edge{By: poolstatus.NodeClassName(pool), Of: flux.ControllerKustomization})
 	}
 	// The controller before the final check, and the final check before
-	// the AWS access, namespace, ServiceAccount and RBAC it runs with (so
-	// the controller before them too: the controller's own Usages of the
-	// first five are retired).
+	// the controller's AWS access, namespace and ServiceAccount (so the
+	// controller before them: the controller's own Usages of these five are
+	// retired), then before its own AWS access, ServiceAccount and RBAC.
 	edges = append(edges, Edge{By: flux.ControllerKustomization, Of: cluster.FinalCheck})
 	for _, of := range []resource.Name{
 		awsres.PodIdentityAssociation, awsres.ControllerRole, awsres.ControllerRolePolicy,
@@ -80,8 +81,12 @@ func Edges() []Edge {
 		replacement := Edge{By: cluster.FinalCheck, Of: of}
 		edges = append(edges, replacement, Edge{By: flux.ControllerKustomization, Of: of, ReplacedBy: &replacement})
 	}
-	edges = append(edges, Edge{By: cluster.FinalCheck, Of: cluster.FinalCheckRBAC}, Edge{By: cluster.FinalCheck, Of: cluster.FinalCheckRBACBinding},
-		Edge{By: cluster.FinalCheck, Of: cluster.FinalCheckServiceAccount}, Edge{By: cluster.FinalCheck, Of: cluster.FinalCheckToken})
+	for _, of := range []resource.Name{
+		awsres.FinalCheckPodIdentityAssociation, awsres.FinalCheckRole, awsres.FinalCheckRolePolicy,
+		cluster.FinalCheckRBAC, cluster.FinalCheckRBACBinding, cluster.FinalCheckServiceAccount,
+	} {
+		edges = append(edges, Edge{By: cluster.FinalCheck, Of: of})
+	}
 	held := []resource.Name{awsres.InterruptionQueue, awsres.InterruptionQueuePolicy, flux.MonitoringKustomization}
 	for _, r := range interruption.Rules {
 		held = append(held, awsres.TargetResource(r))
