@@ -158,7 +158,7 @@ flux-crds:
 K8S_VERSION := v1.35.4
 K8S_MODULE := k8s.io/kubernetes
 K8S_OPENAPI = $(eval K8S_OPENAPI := $$(addsuffix /api/openapi-spec/v3,$$(call module-dir,$(K8S_MODULE)@$(K8S_VERSION))))$(K8S_OPENAPI)
-K8S_SCHEMA_KINDS := v1/Namespace v1/ServiceAccount v1/Secret v1/Pod apps/v1/Deployment rbac.authorization.k8s.io/v1/Role rbac.authorization.k8s.io/v1/RoleBinding
+K8S_SCHEMA_KINDS := v1/Namespace v1/ServiceAccount v1/Pod apps/v1/Deployment rbac.authorization.k8s.io/v1/Role rbac.authorization.k8s.io/v1/RoleBinding
 K8S_SCHEMAS := $(CACHE)/k8s-schemas/$(K8S_VERSION)
 K8S_SCHEMA_FILES := $(foreach k,$(K8S_SCHEMA_KINDS),$(K8S_SCHEMAS)/$(subst /,_,$(k)).yaml)
 
