@@ -364,6 +364,10 @@ func TestAdmissionPolicyReported(t *testing.T) {
 		"Absent":     {reason: "No binding of that name.", input: name, want: "STATUS_CONDITION_FALSE"},
 		"WarnOnly":   {reason: "A binding that only warns lets the binding through.", input: name, existing: []map[string]any{binding("Warn")}, want: "STATUS_CONDITION_FALSE"},
 		"AnotherOne": {reason: "Another binding does not stand for it.", input: name, existing: []map[string]any{with(binding("Deny"), "metadata.name", "other")}, want: "STATUS_CONDITION_FALSE"},
+		"OtherPolicy": {reason: "A binding of that name that binds another policy does not stand for it.", input: name,
+			existing: []map[string]any{with(binding("Deny"), "spec.policyName", "allow-everything")}, want: "STATUS_CONDITION_FALSE"},
+		"Narrowed": {reason: "A binding that matches only some namespaces leaves the others unguarded.", input: name,
+			existing: []map[string]any{with(binding("Deny"), "spec.matchResources", map[string]any{"namespaceSelector": map[string]any{"matchLabels": map[string]any{"x": "y"}}})}, want: "STATUS_CONDITION_FALSE"},
 	}
 	for n, tc := range cases {
 		t.Run(n, func(t *testing.T) {

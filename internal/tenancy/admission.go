@@ -24,6 +24,11 @@ const (
 
 const admissionRequirement = "admission-policy-binding"
 
+// AdmissionPolicy is the name of the ValidatingAdmissionPolicy the platform
+// applies (admission/tenant-requests.yaml, held there by a test): a binding
+// counts only when it binds that one.
+const AdmissionPolicy = "karpenter-tenant-requests.platform.socle.do-now.io"
+
 // admissionSelector asks for the binding the input names, if it names one.
 func admissionSelector(c *config.Config) (*fnv1.ResourceSelector, bool) {
 	name := c.Input.AdmissionPolicyBinding
@@ -36,8 +41,10 @@ func admissionSelector(c *config.Config) (*fnv1.ResourceSelector, bool) {
 
 // Admission is what ConditionAdmission says, from Crossplane's answer in
 // req; ok is false when the platform asks for no check. The policy holds
-// when its binding exists, is not being deleted and denies what it refuses
-// (validationActions Deny; Warn or Audit alone let the request through).
+// when its binding exists, is not being deleted, binds AdmissionPolicy, to
+// every request it matches (no matchResources of its own narrowing it), and
+// denies what it refuses (validationActions Deny; Warn or Audit alone let
+// the request through).
 func Admission(c *config.Config, req *fnv1.RunFunctionRequest) (cond sequence.Condition, ok bool) {
 	if _, ok := admissionSelector(c); !ok {
 		return sequence.Condition{}, false
@@ -51,9 +58,11 @@ func Admission(c *config.Config, req *fnv1.RunFunctionRequest) (cond sequence.Co
 	}
 	u := unstructured.Unstructured{Object: found[0].GetResource().AsMap()}
 	actions, _, _ := unstructured.NestedStringSlice(u.Object, "spec", "validationActions")
-	if u.GetDeletionTimestamp() != nil || !slices.Contains(actions, "Deny") {
-		absent.Message = fmt.Sprintf("the platform's tenant admission policy binding %q does not deny (validationActions %v, being deleted: %v): a claim may bind an XR it did not create",
-			name, actions, u.GetDeletionTimestamp() != nil)
+	policy, _, _ := unstructured.NestedString(u.Object, "spec", "policyName")
+	_, narrowed, _ := unstructured.NestedFieldNoCopy(u.Object, "spec", "matchResources")
+	if u.GetDeletionTimestamp() != nil || !slices.Contains(actions, "Deny") || policy != AdmissionPolicy || narrowed {
+		absent.Message = fmt.Sprintf("the platform's tenant admission policy binding %q does not deny every request %s refuses (policyName %q, matchResources set: %v, validationActions %v, being deleted: %v): a claim may bind an XR it did not create",
+			name, AdmissionPolicy, policy, narrowed, actions, u.GetDeletionTimestamp() != nil)
 		return absent, true
 	}
 	return sequence.Condition{Type: ConditionAdmission, Ready: true, Reason: ReasonPolicyBound,
