@@ -145,8 +145,8 @@ flux-test: $(PROMTOOL) ## What Flux would apply: kustomize build + Karpenter and
 
 .PHONY: update-golden
 update-golden: $(CROSSPLANE) $(CROSSPLANE_VALIDATE_SEED) provider-aws-crds provider-kubernetes-crds flux-crds k8s-schemas ## Rewrite fixtures and golden render output.
-	go test -count=1 ./fn -run TestExampleFixtures -update
-	$(RENDER_ENV) go test -count=1 -tags render ./test/render/... -update
+	go test -count=1 -timeout $(UNIT_TIMEOUT) ./fn -run TestExampleFixtures -update
+	$(RENDER_ENV) go test -count=1 -timeout $(TEST_TIMEOUT) -tags render ./test/render/... -update
 
 .PHONY: bench
 bench: ## Benchmarks of RunFunction (ns/op, B/op, allocs/op).
