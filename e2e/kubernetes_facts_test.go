@@ -47,6 +47,21 @@ var kubernetesFacts = []struct{ module, file, says, reliedOn string }{
 	{"k8s.io/apiserver", "pkg/server/options/audit.go", "MaxSize: o.MaxSize,", "TestLoad's writes (auditLog)"},
 	{"gopkg.in/natefinch/lumberjack.v2", "lumberjack.go", "defaultMaxSize = 100", "TestLoad's writes (auditLog)"},
 	{"gopkg.in/natefinch/lumberjack.v2", "lumberjack.go", "if l.MaxSize == 0 { return int64(defaultMaxSize * megabyte)", "TestLoad's writes (auditLog)"},
+	// A Probe's defaults, which the final check's readiness probe writes out so that the
+	// Deployment the claimed cluster returns holds its manifest.
+	{"k8s.io/kubernetes", "pkg/apis/core/v1/defaults.go", `func SetDefaults_Probe(obj *v1.Probe) {
+	if obj.TimeoutSeconds == 0 {
+		obj.TimeoutSeconds = 1
+	}
+	if obj.PeriodSeconds == 0 {
+		obj.PeriodSeconds = 10
+	}
+	if obj.SuccessThreshold == 0 {
+		obj.SuccessThreshold = 1
+	}
+	if obj.FailureThreshold == 0 {
+		obj.FailureThreshold = 3
+	}`, "internal/cluster/finalcheck.go (the final check's readiness probe)"},
 }
 
 // TestKubernetesFacts holds kubernetesFacts to the source of the modules the suite's Kubernetes

@@ -182,10 +182,17 @@ func finalCheck(c *config.Config, labels map[string]string) map[fnresource.Name]
 	spec.ActiveDeadlineSeconds = nil
 	ctr := &spec.Containers[0]
 	ctr.Command = []string{"/bin/sh", "-c", FinalCheckScript(c)}
-	// Ready once it has listed the instances under its own identity.
+	// Ready once it has listed the instances under its own identity. Every
+	// field the API server would default is written as it defaults it
+	// (kubernetes v1.35.4 pkg/apis/core/v1/defaults.go, SetDefaults_Probe),
+	// so the Deployment the claimed cluster returns holds the manifest
+	// (sequence.Behind) instead of a 3 where the manifest says 0.
 	ctr.ReadinessProbe = &corev1.Probe{
-		ProbeHandler:  corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"/bin/sh", "-c", "test -e " + FinalCheckListed}}},
-		PeriodSeconds: 10,
+		ProbeHandler:     corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"/bin/sh", "-c", "test -e " + FinalCheckListed}}},
+		TimeoutSeconds:   1,
+		PeriodSeconds:    10,
+		SuccessThreshold: 1,
+		FailureThreshold: 3,
 	}
 	ctr.TerminationMessagePolicy = corev1.TerminationMessageReadFile
 	ctr.Env = awsEnv(c) // not the cluster's version: an upgrade of the cluster changes nothing here

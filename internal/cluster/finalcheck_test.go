@@ -105,6 +105,12 @@ func TestFinalCheckObjects(t *testing.T) {
 		!strings.Contains(FinalCheckScript(c), "listed=${LISTED_FILE:-"+FinalCheckListed+"}") {
 		t.Errorf("the final check's Pod must be Ready only once its script has listed the instances (%s): probe %v", FinalCheckListed, probe)
 	}
+	// What the API server would default, written out (the e2e suite's TestKubernetesFacts holds
+	// these against kubernetes' SetDefaults_Probe): a 0 there would never match the 3 the claimed
+	// cluster returns, and the step would wait for ever.
+	if probe != nil && [4]int32{probe.TimeoutSeconds, probe.PeriodSeconds, probe.SuccessThreshold, probe.FailureThreshold} != [4]int32{1, 10, 1, 3} {
+		t.Errorf("the readiness probe leaves a field to the API server's defaults: %+v", probe)
+	}
 	if !cmp.Equal(pod.NodeSelector, check.NodeSelector) || !cmp.Equal(pod.Tolerations, check.Tolerations) || !cmp.Equal(pod.Affinity, check.Affinity) {
 		t.Errorf("the final check is placed unlike the access check (where the controller runs): %v %v %v", pod.NodeSelector, pod.Tolerations, pod.Affinity)
 	}
