@@ -240,7 +240,11 @@ func uninstallPastAnInstance(t *testing.T, c *karpenter, claimed *claimedCluster
 	deletions := c.waitGone(start, mark)
 	fmt.Printf("e2e: %-40s the uninstall went on %.0fs after EC2 listed no instance\n", t.Name(), time.Since(released).Seconds())
 	for _, d := range deletions {
-		if d.xr == c.xr && (strings.HasPrefix(d.name, "controller-role") || strings.HasPrefix(d.name, "final-check-role") || strings.HasSuffix(d.name, "pod-identity-association")) {
+		// The AWS access of the controller and of the final check (not the Usages naming them,
+		// which Crossplane deletes with everything else at once).
+		access := strings.HasPrefix(d.name, "controller-role") || strings.HasPrefix(d.name, "final-check-role") ||
+			d.name == "pod-identity-association" || d.name == "final-check-pod-identity-association"
+		if d.xr == c.xr && access {
 			if d.at.Before(released) {
 				t.Errorf("%s deleted at %s, before EC2 listed no instance (%s)", d.name, d.at.Format(time.RFC3339), released.Format(time.RFC3339))
 			}
