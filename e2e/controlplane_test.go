@@ -79,7 +79,10 @@ type controlPlane struct {
 	// kubeconfigSecrets: for each cluster the tenancy declares, the Secret in crossplane-system
 	// (key kubeconfig) its provider-kubernetes configs name (installDelivery).
 	kubeconfigSecrets map[string]string
-	timings           []string
+	// aws is the hub's AWS, the emulator the fake provider-aws makes its resources in (nil in a
+	// claimed cluster's control plane).
+	aws     *emulatedAWS
+	timings []string
 }
 
 func (c *controlPlane) timed(what string, start time.Time) {

@@ -444,30 +444,24 @@ func (c *controlPlane) installAPI(ctx context.Context, repo string) (functionNam
 // ClusterProviderConfig of the same name for the namespaced XR's Objects. Its name is the one the
 // tenancy declares, else the documented default, the cluster's name. And once, the provider-aws
 // configs the managed resources of both scopes name (input.providerConfigName, default
-// "default"). The fake provider connects to nothing; it only requires them to exist, as the real
-// provider would.
+// "default"). The fake provider connects to nothing through them; it only requires them to
+// exist, as the real provider would. In AWS, the emulator, it seeds what the platform's
+// prerequisites hold for each cluster (emulatedAWS.seed).
 func (c *controlPlane) installDelivery(ctx context.Context, repo string) ([]string, error) {
-	type cluster struct{ name, providerConfig string }
-	var clusters []cluster
+	var clusters []declaredCluster
 	awsConfigs := map[string]bool{}
 	for _, a := range apis {
 		input, err := a.input(repo)
 		if err != nil {
 			return nil, err
 		}
-		declared, _, _ := unstructured.NestedSlice(input, "tenancy", "clusters")
+		declared := declaredClusters(input)
 		if len(declared) == 0 {
 			return nil, fmt.Errorf("%s: the input declares no tenancy.clusters", a.composition)
 		}
 		for _, cl := range declared {
-			m := cl.(map[string]any)
-			name, _ := m["name"].(string)
-			pc, _ := m["kubernetesProviderConfig"].(string)
-			if pc == "" {
-				pc = strings.ReplaceAll(strings.ToLower(name), "_", "-")
-			}
-			if !slices.Contains(clusters, cluster{name, pc}) {
-				clusters = append(clusters, cluster{name, pc})
+			if !slices.ContainsFunc(clusters, func(c declaredCluster) bool { return c.name == cl.name && c.providerConfig == cl.providerConfig }) {
+				clusters = append(clusters, cl)
 			}
 		}
 		pc, _ := input["providerConfigName"].(string)
@@ -498,6 +492,13 @@ func (c *controlPlane) installDelivery(ctx context.Context, repo string) ([]stri
 			}
 		}
 		made = append(made, fmt.Sprintf("%s: ProviderConfig and ClusterProviderConfig %s", cl.name, cl.providerConfig))
+	}
+	if err := c.aws.seed(ctx, clusters...); err != nil {
+		return nil, fmt.Errorf("cannot seed the AWS emulator: %w", err)
+	}
+	for _, cl := range clusters {
+		made = append(made, fmt.Sprintf("%s: in AWS (moto, %s), node role %s, instance profile %s, EKS cluster %s (%s)",
+			cl.name, c.aws.endpoint, cl.nodeRoleARN, cl.instanceProfile, cl.name, cl.region))
 	}
 	for _, pc := range sortedKeys(awsConfigs) {
 		for _, u := range []*unstructured.Unstructured{

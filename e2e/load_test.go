@@ -227,6 +227,12 @@ func declareLoadClusters(t *testing.T, a *api, n int) []string {
 			"name": name, "account": testAccount, "region": "eu-west-3", "namespaces": []any{name},
 			"nodeIdentity": map[string]any{"roleArn": "arn:aws:iam::" + testAccount + ":role/" + name + "-nodes", "instanceProfile": name + "-nodes"},
 		})
+		// In AWS, what the platform's prerequisites hold for it: its EKS cluster, which the
+		// claim's observe-only Cluster reads, and its nodes' role.
+		if err := cp.aws.seed(ctx, declaredCluster{name: name, account: testAccount, region: "eu-west-3",
+			nodeRoleARN: "arn:aws:iam::" + testAccount + ":role/" + name + "-nodes", instanceProfile: name + "-nodes"}); err != nil {
+			t.Fatal(err)
+		}
 		// Both scopes' configs, as the suite's install makes them for its clusters: the claim's
 		// XR composes cluster-scoped Objects, the namespaced XR namespaced ones.
 		spec := map[string]any{"credentials": map[string]any{"source": "Secret",

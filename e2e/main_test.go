@@ -112,10 +112,28 @@ func setUp(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// The AWS emulator starts beside Kubernetes: each takes seconds.
+	type emulator struct {
+		p   *proc
+		aws *emulatedAWS
+		err error
+	}
+	awsUp := make(chan emulator, 1)
+	go func() {
+		p, aws, err := startMoto(ctx, cp.logDir, testAccount)
+		awsUp <- emulator{p, aws, err}
+	}()
+	start := time.Now()
 	if err := cp.startKubernetes(ctx); err != nil {
 		return err
 	}
-	start := time.Now()
+	up := <-awsUp
+	if up.err != nil {
+		return up.err
+	}
+	cp.procs, cp.aws = append(cp.procs, up.p), up.aws
+	cp.timed("kube-apiserver and the AWS emulator up", start)
+	start = time.Now()
 	if err := cp.installCRDs(ctx, files...); err != nil {
 		return err
 	}

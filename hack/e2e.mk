@@ -142,8 +142,15 @@ E2E_TIMEOUT ?= 75m
 # go test's default, GOMAXPROCS, would run two at a time on a small CI machine.
 E2E_PARALLEL ?= 16
 
+# The suite's AWS: moto's moto_server (e2e/moto_test.go), one per shard. No registry this
+# project's machines reach serves it (Debian packages no python3-moto); their image has moto 5.2.1.
+.PHONY: moto-server
+moto-server:
+	@command -v moto_server >/dev/null 2>&1 || \
+	  { echo "the end-to-end tests need the AWS emulator moto_server on PATH: pip install 'moto[server]'" >&2; exit 1; }
+
 .PHONY: e2e-test
-e2e-test: curl e2e-tools provider-aws-crds provider-kubernetes-crds ## End-to-end tests against a real API server and Crossplane on loopback.
+e2e-test: curl moto-server e2e-tools provider-aws-crds provider-kubernetes-crds ## End-to-end tests against a real API server and Crossplane on loopback.
 	$(FUNCTION_GO_BUILD) -o $(E2E_FUNCTION) ./fn
 	go test $(GO_TEST_VETTED) -c -o $(E2E_FAKE_AWS) ./internal/cluster
 	cd e2e && go vet -tags e2e ./...
