@@ -43,7 +43,8 @@ const (
 	clusterLabel      = "socle.do-now.io/cluster"
 	testAccount       = "111122223333"
 	// testVPC is every cluster's VPC, as provider-aws reports it and the access check's AWS
-	// answers (awsAccountEnv).
+	// answers (awsAccountEnv): a stand-in, since the emulator describes an EKS cluster without
+	// its VPC (observeCluster).
 	testVPC             = "vpc-0fa4e"
 	kustomizationRevSHA = "main@sha1:0123abc"
 )
@@ -131,7 +132,12 @@ func composerOf(u *unstructured.Unstructured) xrRef {
 // the Kustomizations, their own Flux): like the real controllers it puts its finalizer on every object it
 // manages as soon as it sees it, keeps each object's status at what the test says AWS, the
 // claimed cluster or Flux reports (set), and on deletion "deletes the external resource" and
-// releases the object. It also records, for every composed object of any kind, when its deletion
+// releases the object. Of provider-aws' managed resources but the Pod Identity association, AWS
+// is the shard's emulator (emulated_test.go): a resource the test makes Ready is created or
+// updated there from its spec, its status.atProvider is what the emulator answered, a refusal
+// fails it with the emulator's words, and its deletion deletes it there. The test still decides
+// when AWS answers (set), and the refusals the emulator cannot produce (AccessDenied, a role
+// turning unready). It also records, for every composed object of any kind, when its deletion
 // was first seen (deletionTimestamp set, or the object gone), so tests can check the order of
 // deletions; and every object of step three that ever shows up in Crossplane's own cluster,
 // where none belongs. It plays both scopes of both providers: what the claim's XR composes and
@@ -157,7 +163,30 @@ type fakeProvider struct {
 	// readyByDefault: every composed resource no test set a want for is reported Ready
 	// (TestLoad, whose providers answer at once).
 	readyByDefault atomic.Bool
+
+	// aws is the shard's AWS, the emulator, where the managed resources of the emulated kinds
+	// are made (emulated_test.go); applied is what was made there of each, by UID (under mu).
+	aws     *emulatedAWS
+	applied map[types.UID]applied
 }
+
+// An applied is what the fake last made of a managed resource in AWS: for which generation of
+// its spec (and out-of-band statement), what the emulator answered or refused, and whether
+// anything exists there for it. The fake asks AWS again only when the spec or the test's want
+// changed, or a refusal is due to be tried again: a reconcile that changes nothing calls no AWS.
+type applied struct {
+	generation int64
+	outOfBand  string
+	atProvider map[string]any
+	refused    string    // provider-aws' message for the emulator's refusal of the last call
+	retryAt    time.Time // when a refused call is tried again
+	exists     bool
+}
+
+// awsRetry is how long the fake waits before it tries a call the emulator refused again (a
+// RolePolicy whose role the test holds back, a rule whose targets are still being deleted).
+// provider-aws' managed reconciler backs off from 1 s; a short fixed wait keeps the walks quick.
+const awsRetry = 2 * time.Second
 
 // A want is what the fake provider reports for one composed resource, as AWS, the claimed
 // cluster or Flux would answer. The background loop keeps the object's status at it: like a real
@@ -222,7 +251,7 @@ func newFakeProvider(c *controlPlane) (*fakeProvider, error) {
 		return nil, err
 	}
 	return &fakeProvider{cp: c, dyn: dyn, kube: kube, wants: map[string]want{}, seen: map[types.UID]deletion{}, local: map[string]bool{},
-		pods: map[types.UID]map[string]*remotePod{}}, nil
+		pods: map[types.UID]map[string]*remotePod{}, aws: c.aws, applied: map[types.UID]applied{}}, nil
 }
 
 // fakePoll is how often the fake provider reconciles what it holds of every composed kind. It
@@ -312,7 +341,13 @@ func inParallel(n int, jobs []func()) {
 // one object after the other; only the writes run in parallel, each object's in order.
 func (f *fakeProvider) reconcile(ctx context.Context, configs providerConfigs, k composedKind, u *unstructured.Unstructured, siblings map[string]*unstructured.Unstructured) func() {
 	var writes []func()
-	if k.finalizer != "" && needsFinalizerPatch(k, u) {
+	switch {
+	case k.finalizer == "" || !needsFinalizerPatch(k, u):
+	case u.GetDeletionTimestamp() != nil && emulated(k.kind):
+		if release := f.deleteInAWS(ctx, k, u); release != nil {
+			writes = append(writes, release)
+		}
+	default:
 		writes = append(writes, func() { f.reconcileFinalizer(ctx, k, u) })
 	}
 	w, ok := f.wantFor(u)
@@ -336,8 +371,8 @@ func (f *fakeProvider) reconcile(ctx context.Context, configs providerConfigs, k
 		if err := f.providerConfig(ctx, configs, k, u); err != nil {
 			w = want{state: failing, message: "connect failed: cannot get terraform setup: cannot get referenced ProviderConfig: " + err.Error()}
 		}
-		if !reports(u, w) {
-			writes = append(writes, func() { _ = f.report(ctx, k, u, w) })
+		if write := f.reportManaged(ctx, k, u, w); write != nil {
+			writes = append(writes, write)
 		}
 	}
 	if len(writes) == 0 {
@@ -347,6 +382,115 @@ func (f *fakeProvider) reconcile(ctx context.Context, configs providerConfigs, k
 		for _, write := range writes {
 			write()
 		}
+	}
+}
+
+// reportManaged decides what the fake writes of a managed resource's status given w (nil if
+// nothing): for an emulated kind made Ready, what AWS answered for its current spec, asked in
+// the write itself when it was not asked yet (applyInAWS).
+func (f *fakeProvider) reportManaged(ctx context.Context, k composedKind, u *unstructured.Unstructured, w want) func() {
+	var at map[string]any
+	switch {
+	case w.state != ready:
+	case !emulated(k.kind):
+		at = atProvider(u)
+	default:
+		a, asked := f.awsAnswer(u, w)
+		if !asked {
+			return func() {
+				w, at := f.applyInAWS(ctx, u, w).outcome(w)
+				_ = f.report(ctx, k, u, w, at)
+			}
+		}
+		w, at = a.outcome(w)
+	}
+	if reports(u, w, at) {
+		return nil
+	}
+	return func() { _ = f.report(ctx, k, u, w, at) }
+}
+
+// awsAnswer is what AWS answered when the fake last made u what its spec says with w's
+// out-of-band statement; asked is false when it has not for this generation, or when a refusal
+// is due to be tried again.
+func (f *fakeProvider) awsAnswer(u *unstructured.Unstructured, w want) (a applied, asked bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	a, ok := f.applied[u.GetUID()]
+	asked = ok && a.generation == u.GetGeneration() && a.outOfBand == outOfBandKey(w) &&
+		(a.refused == "" || time.Now().Before(a.retryAt))
+	return a, asked
+}
+
+// applyInAWS makes u what its spec says in AWS and records the emulator's answer.
+func (f *fakeProvider) applyInAWS(ctx context.Context, u *unstructured.Unstructured, w want) applied {
+	f.mu.Lock()
+	prev := f.applied[u.GetUID()]
+	f.mu.Unlock()
+	a := applied{generation: u.GetGeneration(), outOfBand: outOfBandKey(w), exists: prev.exists}
+	at, err := f.aws.apply(ctx, u, w.outOfBand)
+	a.exists = prev.exists || at != nil // made, even if a field the fake does not play fails it
+	switch {
+	case err == nil:
+		a.atProvider = at
+	case u.GetKind() == "Cluster":
+		a.refused = refusal("observe", err)
+	case prev.exists:
+		a.refused = refusal("update", err)
+	default:
+		a.refused = refusal("create", err)
+	}
+	a.retryAt = time.Now().Add(awsRetry)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.applied[u.GetUID()] = a
+	return a
+}
+
+func outOfBandKey(w want) string {
+	if w.outOfBand == nil {
+		return ""
+	}
+	b, _ := json.Marshal(w.outOfBand)
+	return string(b)
+}
+
+// outcome is what the provider reports given the answer a: w with AWS's atProvider, or the
+// emulator's refusal (Synced=False, ReconcileError, as provider-aws reports a failed call).
+func (a applied) outcome(w want) (want, map[string]any) {
+	if a.refused != "" {
+		return want{state: failing, message: a.refused}, nil
+	}
+	return w, a.atProvider
+}
+
+// deleteInAWS is the write that deletes a managed resource's AWS resource and then releases the
+// object (nil while a refused deletion waits to be tried again). What the fake never made in AWS
+// is released at once. A refusal (a role that still has its policy, a rule that still has
+// targets) is reported as provider-aws reports it, Synced=False, and tried again awsRetry later.
+func (f *fakeProvider) deleteInAWS(ctx context.Context, k composedKind, u *unstructured.Unstructured) func() {
+	f.mu.Lock()
+	a := f.applied[u.GetUID()]
+	f.mu.Unlock()
+	if a.exists && a.refused != "" && time.Now().Before(a.retryAt) {
+		return nil
+	}
+	return func() {
+		if a.exists {
+			if err := f.aws.remove(ctx, u); err != nil {
+				a.refused, a.retryAt = refusal("delete", err), time.Now().Add(awsRetry)
+				f.mu.Lock()
+				f.applied[u.GetUID()] = a
+				f.mu.Unlock()
+				_ = f.patchStatus(ctx, k, u, map[string]any{"conditions": []any{
+					xpCondition("Ready", "False", "Deleting", ""), xpCondition("Synced", "False", "ReconcileError", a.refused)}})
+				return
+			}
+		}
+		f.mu.Lock()
+		delete(f.applied, u.GetUID())
+		f.mu.Unlock()
+		f.reconcileFinalizer(ctx, k, u)
 	}
 }
 
@@ -488,6 +632,7 @@ func (f *fakeProvider) forgetGone(present map[types.UID]bool, cycle int) {
 			f.deleted = append(f.deleted, d)
 		}
 		delete(f.seen, uid)
+		delete(f.applied, uid)
 		delete(f.pods, uid) // the claimed cluster's namespace goes with the claim
 	}
 }
@@ -593,10 +738,10 @@ func sameStatus(a, b any) bool {
 	return reflect.DeepEqual(norm(a), norm(b))
 }
 
-// report writes w into a managed resource's status the way provider-aws would: the identifiers
-// AWS assigns in status.atProvider and Ready/Synced, or the provider's error. (Usages need
-// nothing: Crossplane makes a Usage Ready.)
-func (f *fakeProvider) report(ctx context.Context, k composedKind, u *unstructured.Unstructured, w want) error {
+// report writes w into a managed resource's status the way provider-aws would: at, the
+// identifiers AWS assigned, in status.atProvider and Ready/Synced, or the provider's error.
+// (Usages need nothing: Crossplane makes a Usage Ready.)
+func (f *fakeProvider) report(ctx context.Context, k composedKind, u *unstructured.Unstructured, w want, at map[string]any) error {
 	switch w.state {
 	case failing:
 		return f.patchStatus(ctx, k, u, map[string]any{
@@ -612,43 +757,32 @@ func (f *fakeProvider) report(ctx context.Context, k composedKind, u *unstructur
 		return f.patchStatus(ctx, k, u, status)
 	}
 	return f.patchStatus(ctx, k, u, map[string]any{
-		"atProvider": reported(u, w),
+		"atProvider": at,
 		"conditions": []any{xpCondition("Ready", "True", "Available", ""), xpCondition("Synced", "True", "ReconcileSuccess", "")},
 	})
 }
 
-// reported is what provider-aws reports of a Ready managed resource: atProvider, with w's
-// out-of-band statement in a role policy's document.
-func reported(u *unstructured.Unstructured, w want) map[string]any {
-	at := atProvider(u)
-	if doc, ok := at["policy"].(string); ok && w.outOfBand != nil {
-		var d map[string]any
-		if json.Unmarshal([]byte(doc), &d) == nil {
-			d["Statement"] = append(d["Statement"].([]any), w.outOfBand)
-			b, _ := json.Marshal(d)
-			at["policy"] = string(b)
-		}
-	}
-	return at
-}
-
-// reports tells whether a managed resource's status already says what w says.
-func reports(u *unstructured.Unstructured, w want) bool {
+// reports tells whether a managed resource's status already says what w says, with at in
+// status.atProvider when w is ready.
+func reports(u *unstructured.Unstructured, w want, at map[string]any) bool {
 	readyC, synced := condition(u, "Ready"), condition(u, "Synced")
 	is := func(c map[string]any, status, reason, message string) bool {
 		return c != nil && c["status"] == status && (reason == "" || c["reason"] == reason) && (message == "" || c["message"] == message)
 	}
-	arn, hasARN, _ := unstructured.NestedString(u.Object, "status", "atProvider", "arn")
 	switch w.state {
 	case failing:
 		return is(synced, "False", "ReconcileError", w.message)
 	case unready:
+		_, hasARN, _ := unstructured.NestedString(u.Object, "status", "atProvider", "arn")
 		return is(readyC, "False", "Unavailable", w.message) && !(w.dropARN && hasARN)
 	}
-	at := reported(u, w)
-	_, wantsARN := at["arn"]
-	policy, _, _ := unstructured.NestedString(u.Object, "status", "atProvider", "policy")
-	return is(readyC, "True", "", "") && is(synced, "True", "", "") && (!wantsARN || arn != "") && (at["policy"] == nil || policy == at["policy"])
+	held, _, _ := unstructured.NestedMap(u.Object, "status", "atProvider")
+	for key, v := range at {
+		if !sameStatus(held[key], v) {
+			return false
+		}
+	}
+	return is(readyC, "True", "", "") && is(synced, "True", "", "")
 }
 
 // kustomizationStatus is what the claimed cluster's kustomize-controller reports of a
@@ -897,41 +1031,17 @@ func celReady(query string, observed map[string]any) (bool, error) {
 	return val == celtypes.True, nil
 }
 
-// atProvider is what provider-aws reports once AWS created the resource: ARNs and URLs built the
-// way AWS builds them, from the spec and the external name the function chose.
+// atProvider is what provider-aws reports of a kind the emulator cannot hold (emulated: only the
+// EKS Pod Identity association, which moto 5.2.1 lacks): identifiers built the way AWS builds
+// them, from the spec.
 func atProvider(u *unstructured.Unstructured) map[string]any {
 	fp, _, _ := unstructured.NestedMap(u.Object, "spec", "forProvider")
 	str := func(k string) string { s, _ := fp[k].(string); return s }
-	ext := u.GetAnnotations()[externalNameAnno]
-	region := str("region")
-	at := map[string]any{"id": ext}
-	switch u.GetKind() {
-	case "Role":
-		at["arn"] = fmt.Sprintf("arn:aws:iam::%s:role%s%s", testAccount, str("path"), ext)
-		at["uniqueId"] = "AROAE2E" + strings.ToUpper(strings.ReplaceAll(ext, "-", ""))
-	case "Queue":
-		at["arn"] = fmt.Sprintf("arn:aws:sqs:%s:%s:%s", region, testAccount, str("name"))
-		at["url"] = fmt.Sprintf("https://sqs.%s.amazonaws.com/%s/%s", region, testAccount, str("name"))
-		at["id"] = at["url"]
-	case "RolePolicy":
-		// The document IAM holds: the one it was last given.
-		at["policy"] = str("policy")
-	case "Rule":
-		at["arn"] = fmt.Sprintf("arn:aws:events:%s:%s:rule/%s", region, testAccount, ext)
-	case "PodIdentityAssociation":
-		at["associationArn"] = fmt.Sprintf("arn:aws:eks:%s:%s:podidentityassociation/%s/a-e2e0123456789", region, testAccount, str("clusterName"))
+	at := map[string]any{}
+	if u.GetKind() == "PodIdentityAssociation" {
+		at["associationArn"] = fmt.Sprintf("arn:aws:eks:%s:%s:podidentityassociation/%s/a-e2e0123456789", str("region"), testAccount, str("clusterName"))
 		at["associationId"] = "a-e2e0123456789"
 		at["id"] = str("clusterName") + ",a-e2e0123456789"
-	case "Cluster":
-		// The existing cluster the observe-only Cluster finds: vpcConfig is a list in the
-		// cluster-scoped v1beta1, an object in the namespaced one.
-		at["arn"] = fmt.Sprintf("arn:aws:eks:%s:%s:cluster/%s", region, testAccount, ext)
-		at["version"] = "1.34"
-		vpc := map[string]any{"vpcId": testVPC, "clusterSecurityGroupId": "sg-0e2e"}
-		at["vpcConfig"] = []any{vpc}
-		if strings.Contains(u.GetAPIVersion(), ".m.") {
-			at["vpcConfig"] = vpc
-		}
 	}
 	return at
 }

@@ -30,13 +30,17 @@ const react = 2 * time.Minute
 // retry backoff should an apply fail once.
 const converge = 3 * time.Minute
 
-// Expected identifiers, as the fake provider reports them for cluster prod-eu in eu-west-3 and
-// account 111122223333 (examples/claim.yaml).
+// Expected identifiers, as AWS (the emulator) reports them for cluster prod-eu in eu-west-3 and
+// account 111122223333 (examples/claim.yaml). The queue's URL is wantQueueURL.
 const (
 	wantRoleARN  = "arn:aws:iam::111122223333:role/socle/prod-eu/prod-eu-karpenter"
 	wantQueueARN = "arn:aws:sqs:eu-west-3:111122223333:prod-eu-karpenter"
-	wantQueueURL = "https://sqs.eu-west-3.amazonaws.com/111122223333/prod-eu-karpenter"
 )
+
+// wantQueueURL is prod-eu's queue URL as the emulator reports it: moto names a queue's URL after
+// the endpoint it was asked at (moto 5.2.1 sqs/models.py, Queue.url), where AWS answers
+// https://sqs.eu-west-3.amazonaws.com/111122223333/prod-eu-karpenter.
+func wantQueueURL() string { return cp.aws.endpoint + "/111122223333/prod-eu-karpenter" }
 
 var wantRuleARNs = map[string]any{
 	"capacity-reservation": "arn:aws:events:eu-west-3:111122223333:rule/prod-eu-karpenter-capacity",
@@ -259,7 +263,7 @@ func testWalkToReady(t *testing.T, a *api, eu *claimedCluster, base *gitOpsBase)
 	if status["roleArn"] != wantRoleARN {
 		t.Errorf("%s status.roleArn: want %q, got %v", a.kind, wantRoleARN, status["roleArn"])
 	}
-	wantQueue := map[string]any{"name": "prod-eu-karpenter", "arn": wantQueueARN, "url": wantQueueURL}
+	wantQueue := map[string]any{"name": "prod-eu-karpenter", "arn": wantQueueARN, "url": wantQueueURL()}
 	if q, _ := status["queue"].(map[string]any); fmt.Sprint(q) != fmt.Sprint(wantQueue) {
 		t.Errorf("%s status.queue: want %v, got %v", a.kind, wantQueue, status["queue"])
 	}
