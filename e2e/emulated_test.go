@@ -471,6 +471,8 @@ func TestAWSEmulated(t *testing.T) {
 		if _, err := cp.dyn.Resource(res).Create(ctx, u, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
+		// Should the test stop early: deleted, as the end of the test deletes them.
+		t.Cleanup(func() { _ = cp.dyn.Resource(res).Delete(context.Background(), u.GetName(), metav1.DeleteOptions{}) })
 	}
 	get := func(res schema.GroupVersionResource, name string) *unstructured.Unstructured {
 		u, err := cp.dyn.Resource(res).Get(ctx, name, metav1.GetOptions{})
