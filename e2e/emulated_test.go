@@ -36,8 +36,9 @@ import (
 // NameAsIdentifier, aws_iam_role_policy the name with the id "role:name", aws_sqs_queue and
 // aws_sqs_queue_policy IdentifierFromProvider, the queue's URL, aws_cloudwatch_event_rule the name
 // with the id "bus/name", aws_cloudwatch_event_target the id "bus/rule/target_id"). The EKS Pod
-// Identity association is not emulated: moto 5.2.1 has no Pod Identity API (404,
-// ../shared/TOOLCHAIN.md), so its atProvider stays derived (atProvider).
+// Identity association is not emulated: moto 5.2.1 has no Pod Identity API (eks/urls.py routes
+// clusters, node groups, Fargate profiles and tags only; a 404, ../shared/TOOLCHAIN.md), so its
+// atProvider stays derived (atProvider).
 
 // emulated tells whether the fake plays a kind in the emulator.
 func emulated(kind string) bool {
