@@ -64,7 +64,8 @@ func startMoto(ctx context.Context, logDir, account string) (*proc, *emulatedAWS
 	return p, newEmulatedAWS(endpoint, account), nil
 }
 
-// newEmulatedAWS is the SDK clients of an emulator at endpoint. moto checks no signature; the
+// newEmulatedAWS is the SDK clients of an emulator at endpoint. moto checks no signature unless
+// told to (moto 5.2.1 settings.py, INITIAL_NO_AUTH_ACTION_COUNT: infinite by default); the
 // credentials only have to be there. A call retries connection errors alone, briefly (a moto
 // busy on two shared cores can drop one): every other answer, a refusal above all, is moto's
 // answer and is returned at once (aws-sdk-go-v2 v1.41.7 aws/retry/retryable_error.go,
