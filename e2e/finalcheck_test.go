@@ -214,7 +214,11 @@ func uninstallPastAnInstance(t *testing.T, c *karpenter, claimed *claimedCluster
 	// Every listing was made as the final check's own role, through its own association: the
 	// session EKS Pod Identity gives its ServiceAccount (podIdentity).
 	own := "assumed-role/" + claimed.name + "-karpenter-final/"
-	for identity, n := range claimed.awsIdentities() {
+	identities := claimed.awsIdentities()
+	if len(identities) == 0 {
+		t.Errorf("the final check made no AWS call while holding the uninstall")
+	}
+	for identity, n := range identities {
 		if !strings.Contains(identity, own) {
 			t.Errorf("the final check listed the instances %d times as %s, want the final check's own role (%s)", n, identity, own)
 		}
