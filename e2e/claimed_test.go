@@ -59,6 +59,9 @@ type claimedCluster struct {
 	// pools is what Karpenter reports of each NodePool's nodes and resources (karpenter): an
 	// empty pool when it holds none for the pool's name.
 	pools sync.Map // pool name → poolReport
+	// realKarpenter: Karpenter's real controller works on its objects (startKarpenter), so the
+	// stand-in does not. Set before standIns starts.
+	realKarpenter bool
 	// poll is how often the provider-kubernetes that applies to it re-reads a Ready Object
 	// (claimedOptions.poll, or its default).
 	poll time.Duration
@@ -408,11 +411,14 @@ func providerHealthy(ctx context.Context, p *proc) error {
 }
 
 // standIns plays, in the claimed cluster, the parts of a real one that cannot run here, and
-// nothing more, every 500ms until ctx ends: Karpenter's work on its objects (karpenter), and the
-// kubelet's running of the final check's container (finalCheckKubelet).
+// nothing more, every 500ms until ctx ends: Karpenter's work on its objects (karpenter), unless
+// its real controller runs (realKarpenter), and the kubelet's running of the final check's and
+// the access check's containers (finalCheckKubelet, accessCheckKubelet).
 func (c *claimedCluster) standIns(ctx context.Context) {
 	for ctx.Err() == nil {
-		c.karpenter(ctx)
+		if !c.realKarpenter {
+			c.karpenter(ctx)
+		}
 		c.finalCheckKubelet(ctx)
 		c.accessCheckKubelet(ctx)
 		select {

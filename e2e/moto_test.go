@@ -4,22 +4,32 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
+	"maps"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/eks"
 	ekstypes "github.com/aws/aws-sdk-go-v2/service/eks/types"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/iam"
 	iamtypes "github.com/aws/aws-sdk-go-v2/service/iam/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sts"
+
+	"github.com/do-now/function-karpenter/internal/ami"
 )
 
 // motoInstall is how a machine without the AWS emulator gets it (docs/testing.md).
@@ -35,23 +45,37 @@ type emulatedAWS struct {
 	sqs      *sqs.Client
 	events   *eventbridge.Client
 	eks      *eks.Client
+	ec2      *ec2.Client
+	sts      *sts.Client
 }
 
-// startMoto starts moto_server on a loopback port of its own, its log in logDir/moto.log, every
-// resource in account (MOTO_ACCOUNT_ID: moto 5.2.1 core/responses.py, get_current_account, reads
-// it before anything a request says), and waits until it answers: 1-2 s idle, up to 10 s under
-// load (../shared/TOOLCHAIN.md), here within a minute. Its state is its memory: it is not started
-// again should it exit (a restarted moto would have forgotten every resource).
+// startMoto starts the AWS emulator on a loopback port of its own, its log in logDir/moto.log,
+// every resource in account (MOTO_ACCOUNT_ID: moto 5.2.1 core/responses.py, get_current_account,
+// reads it before anything a request says), and waits until it answers: 1-2 s idle, up to 10 s
+// under load (../shared/TOOLCHAIN.md), here within a minute. It is moto's own server run by
+// e2e/moto/launch.py, which corrects what moto 5.2.1 gets wrong of the calls Karpenter's real
+// controller makes and seeds what AWS itself owns (its comment says each, with both sources):
+// here the EKS AMIs of the function's default pin, and their public SSM parameters, in every
+// region the shipped tenancies declare a cluster in (amiSeed). Its state is its memory: it is
+// not started again should it exit (a restarted moto would have forgotten every resource).
 func startMoto(ctx context.Context, logDir, account string) (*proc, *emulatedAWS, error) {
-	bin, err := exec.LookPath("moto_server")
+	if err := exec.Command("python3", "-c", "import moto.server").Run(); err != nil {
+		return nil, nil, fmt.Errorf("the AWS emulator moto is not installed for python3 (%v): install it with %s", err, motoInstall)
+	}
+	launcher, err := filepath.Abs(filepath.Join("moto", "launch.py"))
 	if err != nil {
-		return nil, nil, fmt.Errorf("the AWS emulator moto_server is not on PATH (%v): install it with %s", err, motoInstall)
+		return nil, nil, err
+	}
+	images, seed, err := amiSeed(logDir)
+	if err != nil {
+		return nil, nil, err
 	}
 	port, err := freePort()
 	if err != nil {
 		return nil, nil, err
 	}
-	p, err := startProc(logDir, "moto", []string{"MOTO_ACCOUNT_ID=" + account}, bin, "-H", "127.0.0.1", "-p", fmt.Sprint(port))
+	p, err := startProc(logDir, "moto", []string{"MOTO_ACCOUNT_ID=" + account, "MOTO_AMIS_PATH=" + images}, "python3",
+		launcher, "--host", "127.0.0.1", "--port", fmt.Sprint(port), "--seed", seed)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -62,6 +86,65 @@ func startMoto(ctx context.Context, logDir, account string) (*proc, *emulatedAWS
 		return nil, nil, err
 	}
 	return p, newEmulatedAWS(endpoint, account), nil
+}
+
+// seededAMIs are the images the emulator holds (amiSeed), by ID: the architecture of each.
+var seededAMIs = map[string]string{}
+
+// amiSeed writes into dir the emulator's images (MOTO_AMIS_PATH, e2e/moto/launch.py says the
+// format) and its public SSM parameters (--seed): for the function's default pin (ami.Default),
+// Kubernetes clusterVersion and both architectures, the standard AL2023 EKS AMI and the
+// parameter Karpenter resolves the alias through, in every region a cluster of a shipped tenancy
+// is in: /aws/service/eks/optimized-ami/MINOR/amazon-linux-2023/ARCH/standard/
+// amazon-eks-node-al2023-ARCH-standard-MINOR-RELEASE/image_id (karpenter-provider-aws v1.14.3
+// pkg/providers/amifamily/al2023.go, DescribeImageQuery; internal/ami says the same of v1.15.0).
+// Images are released at midnight of their release's date (its name, vYYYYMMDD).
+func amiSeed(dir string) (images, seed string, err error) {
+	release := strings.TrimPrefix(ami.Default, ami.Prefix)
+	created, err := time.Parse("20060102", strings.TrimPrefix(release, "v"))
+	if err != nil {
+		return "", "", fmt.Errorf("the default pin %s is no release: %w", ami.Default, err)
+	}
+	regions := map[string]bool{}
+	for _, a := range apis {
+		input, err := shippedInput(a)
+		if err != nil {
+			return "", "", err
+		}
+		for _, c := range declaredClusters(input) {
+			regions[c.region] = true
+		}
+	}
+	var imageList, params []map[string]any
+	for _, arch := range []string{"x86_64", "arm64"} {
+		name := fmt.Sprintf("amazon-eks-node-al2023-%s-standard-%s-%s", arch, clusterVersion, release)
+		id := fmt.Sprintf("ami-%017x", fnv64(name))
+		seededAMIs[id] = arch
+		imageList = append(imageList, map[string]any{"ami_id": id, "name": name, "architecture": arch, "state": "available",
+			"public": true, "creation_date": created.UTC().Format("2006-01-02T15:04:05.000Z")})
+		for _, region := range slices.Sorted(maps.Keys(regions)) {
+			params = append(params, map[string]any{"region": region, "value": id,
+				"name": fmt.Sprintf("/aws/service/eks/optimized-ami/%s/amazon-linux-2023/%s/standard/%s/image_id", clusterVersion, arch, name)})
+		}
+	}
+	images, seed = filepath.Join(dir, "moto-images.json"), filepath.Join(dir, "moto-seed.json")
+	for path, v := range map[string]any{images: imageList, seed: map[string]any{"ssmParameters": params}} {
+		b, err := json.MarshalIndent(v, "", "  ")
+		if err == nil {
+			err = os.WriteFile(path, b, 0o644)
+		}
+		if err != nil {
+			return "", "", err
+		}
+	}
+	return images, seed, nil
+}
+
+// fnv64 is the 64-bit FNV-1a hash of s: an image ID of its own for each name.
+func fnv64(s string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(s))
+	return h.Sum64()
 }
 
 // newEmulatedAWS is the SDK clients of an emulator at endpoint. moto checks no signature unless
@@ -94,6 +177,8 @@ func newEmulatedAWS(endpoint, account string) *emulatedAWS {
 		sqs:      sqs.NewFromConfig(cfg),
 		events:   eventbridge.NewFromConfig(cfg),
 		eks:      eks.NewFromConfig(cfg),
+		ec2:      ec2.NewFromConfig(cfg),
+		sts:      sts.NewFromConfig(cfg),
 	}
 }
 

@@ -32,6 +32,13 @@ E2E_PROVIDER_KUBERNETES_VERSION := $(lastword $(subst @, ,$(PROVIDER_KUBERNETES)
 E2E_FLUX_SOURCE_VERSION := v1.9.3
 E2E_FLUX_KUSTOMIZE_VERSION := v1.9.3
 E2E_FLUX_HELM_VERSION := v1.6.2
+# Karpenter's controller, run for real by TestRealKarpenter: the newest 1.14 patch the module proxy
+# serves that builds from its own go.mod alone (v1.15.x need replace directives for modules the
+# proxy refuses at the versions they require: ../shared/TOOLCHAIN.md). Its go.mod asks for Go
+# 1.26.10, newer than the machine's: built with the toolchain the module proxy serves
+# (E2E_KARPENTER_GOTOOLCHAIN), downloaded by the go command on first use.
+E2E_KARPENTER_VERSION := v1.14.3
+E2E_KARPENTER_GOTOOLCHAIN := go1.27.3
 
 E2E_ETCD := $(E2E_BIN)/etcd-$(E2E_ETCD_VERSION)
 E2E_KUBE_APISERVER := $(E2E_BIN)/kube-apiserver-$(E2E_KUBERNETES_VERSION)
@@ -43,6 +50,7 @@ E2E_PROVIDER_KUBERNETES := $(E2E_BIN)/provider-kubernetes-$(E2E_PROVIDER_KUBERNE
 E2E_SOURCE_CONTROLLER := $(E2E_BIN)/source-controller-$(E2E_FLUX_SOURCE_VERSION)
 E2E_KUSTOMIZE_CONTROLLER := $(E2E_BIN)/kustomize-controller-$(E2E_FLUX_KUSTOMIZE_VERSION)
 E2E_HELM_CONTROLLER := $(E2E_BIN)/helm-controller-$(E2E_FLUX_HELM_VERSION)
+E2E_KARPENTER := $(E2E_BIN)/karpenter-controller-$(E2E_KARPENTER_VERSION)
 # Cold, the binaries build in two lanes at once (e2e-tools): one `go build` leaves a core idle
 # while it downloads its modules, compiles the last packages of its graph one after the other and
 # links. The builds that share packages run one after the other in one lane, where the first leaves
@@ -55,7 +63,7 @@ E2E_HELM_CONTROLLER := $(E2E_BIN)/helm-controller-$(E2E_FLUX_HELM_VERSION)
 # docs/performance.md, "A cold make test".
 E2E_LANE_1 := $(E2E_KUBE_APISERVER) $(E2E_KUBE_CONTROLLER_MANAGER) $(E2E_KUBE_SCHEDULER) $(E2E_ETCD)
 E2E_LANE_2 := $(E2E_PROVIDER_KUBERNETES) $(E2E_KUSTOMIZE_CONTROLLER) $(E2E_HELM_CONTROLLER) $(E2E_SOURCE_CONTROLLER) \
-  $(E2E_KWOK) $(E2E_CROSSPLANE)
+  $(E2E_KWOK) $(E2E_CROSSPLANE) $(E2E_KARPENTER)
 E2E_BINARIES := $(E2E_LANE_1) $(E2E_LANE_2)
 
 # $(call lanes,TARGETS,TARGETS): make builds each list in a process of its own, both at once, and
@@ -93,6 +101,12 @@ $(E2E_CROSSPLANE): $(call wrapper,$(E2E_TOOLS_DIR)/crossplane)
 
 $(E2E_PROVIDER_KUBERNETES): $(call wrapper,$(E2E_TOOLS_DIR)/controllers)
 	$(call e2e-build,controllers,github.com/crossplane-contrib/provider-kubernetes,$(E2E_PROVIDER_KUBERNETES_VERSION),github.com/crossplane-contrib/provider-kubernetes/cmd/provider)
+
+# Its own toolchain compiles every package again (Go's build cache keys on the compiler): no
+# other build shares its packages, so it comes last in its lane.
+$(E2E_KARPENTER): export GOTOOLCHAIN = $(E2E_KARPENTER_GOTOOLCHAIN)
+$(E2E_KARPENTER): $(call wrapper,$(E2E_TOOLS_DIR)/karpenter-1.14)
+	$(call e2e-build,karpenter-1.14,github.com/aws/karpenter-provider-aws,$(E2E_KARPENTER_VERSION),github.com/aws/karpenter-provider-aws/cmd/controller)
 
 $(E2E_SOURCE_CONTROLLER): $(call wrapper,$(E2E_TOOLS_DIR)/controllers)
 	$(call e2e-build,controllers,github.com/fluxcd/source-controller,$(E2E_FLUX_SOURCE_VERSION),github.com/fluxcd/source-controller)
@@ -142,16 +156,19 @@ E2E_TIMEOUT ?= 75m
 # go test's default, GOMAXPROCS, would run two at a time on a small CI machine.
 E2E_PARALLEL ?= 16
 
-# The suite's AWS: moto's moto_server (e2e/moto_test.go), one per shard. No registry this
-# project's machines reach serves it (Debian packages no python3-moto); their image has moto 5.2.1.
+# The suite's AWS: moto's server (e2e/moto_test.go), one per shard, run by e2e/moto/launch.py,
+# which corrects and seeds it for Karpenter's real controller; e2e/moto/launch_check.py holds
+# those corrections against the installed moto before the suite starts. No registry this
+# project's machines reach serves moto (Debian packages no python3-moto); their image has 5.2.1.
 .PHONY: moto-server
 moto-server:
-	@command -v moto_server >/dev/null 2>&1 || \
-	  { echo "the end-to-end tests need the AWS emulator moto_server on PATH: pip install 'moto[server]'" >&2; exit 1; }
+	@python3 -c 'import moto.server' 2>/dev/null || \
+	  { echo "the end-to-end tests need the AWS emulator moto's server for python3: pip install 'moto[server]'" >&2; exit 1; }
 
 .PHONY: e2e-test
 e2e-test: curl moto-server e2e-tools provider-aws-crds provider-kubernetes-crds ## End-to-end tests against a real API server and Crossplane on loopback.
 	$(FUNCTION_GO_BUILD) -o $(E2E_FUNCTION) ./fn
+	python3 e2e/moto/launch_check.py
 	go test $(GO_TEST_VETTED) -c -o $(E2E_FAKE_AWS) ./internal/cluster
 	cd e2e && go vet -tags e2e ./...
 	@xp=$$(cd $(E2E_TOOLS_DIR)/crossplane && go mod download github.com/crossplane/crossplane/v2 && \
@@ -167,7 +184,7 @@ e2e-test: curl moto-server e2e-tools provider-aws-crds provider-kubernetes-crds 
 	  E2E_KWOK=$(E2E_KWOK) E2E_KWOK_STAGES="$$kwok/kustomize/stage" E2E_CROSSPLANE=$(E2E_CROSSPLANE) \
 	  E2E_PROVIDER_KUBERNETES=$(E2E_PROVIDER_KUBERNETES) E2E_FLUX_CRDS="$$flux" \
 	  E2E_SOURCE_CONTROLLER=$(E2E_SOURCE_CONTROLLER) E2E_KUSTOMIZE_CONTROLLER=$(E2E_KUSTOMIZE_CONTROLLER) \
-	  E2E_HELM_CONTROLLER=$(E2E_HELM_CONTROLLER) \
+	  E2E_HELM_CONTROLLER=$(E2E_HELM_CONTROLLER) E2E_KARPENTER=$(E2E_KARPENTER) E2E_KARPENTER_VERSION=$(E2E_KARPENTER_VERSION) \
 	  E2E_FUNCTION=$(E2E_FUNCTION) E2E_FAKE_AWS=$(E2E_FAKE_AWS) E2E_PROVIDER_AWS_CRDS=$(PROVIDER_AWS_CRDS) \
 	  E2E_PROVIDER_KUBERNETES_CRDS=$(PROVIDER_KUBERNETES_CRDS) \
 	  E2E_CROSSPLANE_CRDS="$$xp/cluster/crds" E2E_KUBERNETES_SOURCES="$$(echo $$k8s)" E2E_LOAD_CLAIMS=$(E2E_LOAD_CLAIMS) E2E_LOAD_SETTLE=$(E2E_LOAD_SETTLE) \

@@ -1,0 +1,680 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
+	eventbridgetypes "github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
+	"github.com/aws/aws-sdk-go-v2/service/sts"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// Karpenter's real controller, run out of cluster for a claimed cluster (E2E_KARPENTER, built from
+// the module proxy at E2E_KARPENTER_VERSION: hack/e2e.mk), against the shard's AWS emulator. What
+// it cannot find there is played by the node-join stand-in (joinNodes) alone: the kubelet of each
+// instance it launches, and the CNI lifting the startup taint.
+
+// karpenterEnv is the environment of the controller container the claimed cluster's Flux
+// installed (the Deployment karpenter in ns, rendered by Karpenter's chart from the values the
+// function composed), each valueFrom resolved as the kubelet resolves it for that container
+// (k8s.io/api core/v1 types.go: ObjectFieldSelector, ResourceFieldSelector): what the real
+// controller is configured with, read off the cluster rather than written again here.
+func (c *claimedCluster) karpenterEnv(ctx context.Context, ns string) (map[string]string, error) {
+	d, err := c.kube.AppsV1().Deployments(ns).Get(ctx, "karpenter", metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("the claimed cluster %s holds no Deployment %s/karpenter: %w", c.name, ns, err)
+	}
+	i := slices.IndexFunc(d.Spec.Template.Spec.Containers, func(k corev1.Container) bool { return k.Name == "controller" })
+	if i < 0 {
+		return nil, fmt.Errorf("Deployment %s/karpenter has no container controller", ns)
+	}
+	container := d.Spec.Template.Spec.Containers[i]
+	env := map[string]string{}
+	for _, e := range container.Env {
+		switch {
+		case e.ValueFrom == nil:
+			env[e.Name] = e.Value
+		case e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.namespace":
+			env[e.Name] = ns
+		case e.ValueFrom.ResourceFieldRef != nil:
+			ref := e.ValueFrom.ResourceFieldRef
+			kind, name, _ := strings.Cut(ref.Resource, ".")
+			list := container.Resources.Limits
+			if kind == "requests" {
+				list = container.Resources.Requests
+			}
+			q, ok := list[corev1.ResourceName(name)]
+			if !ok {
+				return nil, fmt.Errorf("env %s: container controller sets no %s", e.Name, ref.Resource)
+			}
+			divisor := ref.Divisor
+			if divisor.IsZero() {
+				divisor = resource.MustParse("1")
+			}
+			// ceil(q / divisor), as the kubelet's ExtractContainerResourceValue does.
+			env[e.Name] = strconv.FormatInt((q.MilliValue()+divisor.MilliValue()-1)/divisor.MilliValue(), 10)
+		default:
+			return nil, fmt.Errorf("env %s: a valueFrom the suite does not resolve: %+v", e.Name, e.ValueFrom)
+		}
+	}
+	return env, nil
+}
+
+// startKarpenter runs Karpenter's real controller for the claimed cluster with the environment
+// its installed Deployment gives it (karpenterEnv), changed only where running out of cluster
+// needs it: the claimed cluster's admin kubeconfig for the ServiceAccount's token, the Lease of
+// its leader election in its own namespace (no in-cluster namespace to default to:
+// sigs.k8s.io/karpenter v1.14.3 pkg/operator/options/options.go, LeaderElectionNamespace), ports of
+// its own on loopback, and the AWS SDK pointed at the emulator with the credentials of a session
+// of the controller's role (roleARN, the composed role's ARN), as EKS Pod Identity gives the Pod:
+// moto's STS AssumeRole stands in for the Pod Identity agent, which moto lacks. It returns once
+// the controller answers its health probe; the controller stops when ctx ends.
+func (c *claimedCluster) startKarpenter(ctx context.Context, ns, roleARN string) (*proc, error) {
+	bin := os.Getenv("E2E_KARPENTER")
+	if bin == "" {
+		return nil, fmt.Errorf("E2E_KARPENTER must be set: run the suite with `make e2e-test`")
+	}
+	env, err := c.karpenterEnv(ctx, ns)
+	if err != nil {
+		return nil, err
+	}
+	if env["AWS_REGION"] == "" {
+		// Without it the controller asks IMDS for its region (karpenter-provider-aws v1.14.3
+		// pkg/operator/operator.go), which no Pod out of EC2 reaches.
+		return nil, fmt.Errorf("the installed controller has no AWS_REGION: %v", env)
+	}
+	session, err := cp.aws.sts.AssumeRole(ctx, &sts.AssumeRoleInput{RoleArn: aws.String(roleARN),
+		RoleSessionName: aws.String("eks-" + c.name + "-karpenter")})
+	if err != nil {
+		return nil, fmt.Errorf("a session of the controller's role %s: %w", roleARN, err)
+	}
+	ports, err := freePorts(2)
+	if err != nil {
+		return nil, err
+	}
+	maps.Copy(env, map[string]string{
+		"KUBECONFIG":                c.kubeconfig,
+		"LEADER_ELECTION_NAMESPACE": ns,
+		"METRICS_PORT":              fmt.Sprint(ports[0]),
+		"HEALTH_PROBE_PORT":         fmt.Sprint(ports[1]),
+		"AWS_ENDPOINT_URL":          cp.aws.endpoint,
+		"AWS_ACCESS_KEY_ID":         aws.ToString(session.Credentials.AccessKeyId),
+		"AWS_SECRET_ACCESS_KEY":     aws.ToString(session.Credentials.SecretAccessKey),
+		"AWS_SESSION_TOKEN":         aws.ToString(session.Credentials.SessionToken),
+		"AWS_EC2_METADATA_DISABLED": "true",
+	})
+	var list []string
+	for _, k := range sortedKeys(env) {
+		list = append(list, k+"="+env[k])
+	}
+	p, err := startProc(c.logDir, "karpenter", list, bin)
+	if err != nil {
+		return nil, err
+	}
+	go func() { <-ctx.Done(); p.stop(10 * time.Second) }()
+	// Ready once its caches synced and its CRDs are served (sigs.k8s.io/karpenter v1.14.3
+	// pkg/operator/operator.go, AddReadyzCheck).
+	if err := waitHealthy(ctx, 3*time.Minute, "Karpenter's controller healthy", p, fmt.Sprintf("http://127.0.0.1:%d/readyz", ports[1])); err != nil {
+		return p, fmt.Errorf("%w\n%s", err, tail(p.log, 30))
+	}
+	return p, nil
+}
+
+// A network is what the platform's prerequisites hold of a cluster's VPC in the emulator.
+type network struct {
+	vpc             string
+	private, public []string // subnet IDs, one per zone
+	clusterSG       string   // the cluster security group EKS creates
+	publicSG        string   // the public nodes' group the platform creates (<cluster>-public-nodes)
+}
+
+// seedNetwork creates, in the emulator and the cluster's region, what an EKS cluster's account
+// holds before any claim: a VPC with a private and a public subnet in each of zones, tagged as the
+// AWS Load Balancer Controller's subnet discovery reads them (kubernetes.io/role/internal-elb and
+// kubernetes.io/role/elb: its docs, deploy/subnet_discovery), the cluster security group EKS
+// creates, tagged aws:eks:cluster-name with the cluster's name (EKS user guide,
+// sec-group-reqs: "Amazon EKS ... tags ... aws:eks:cluster-name"), and the platform's security
+// group for public nodes, named <cluster><publicSuffix> (the function input's
+// tenancy.nodes.publicSecurityGroupSuffix). Nothing here is read from what the function composed:
+// a selector that does not select these fails the test.
+func (a *emulatedAWS) seedNetwork(ctx context.Context, cluster, region, publicSuffix string, zones []string) (network, error) {
+	in := func(o *ec2.Options) { o.Region = region }
+	var n network
+	vpc, err := a.ec2.CreateVpc(ctx, &ec2.CreateVpcInput{CidrBlock: aws.String("10.20.0.0/16")}, in)
+	if err != nil {
+		return n, fmt.Errorf("VPC: %w", err)
+	}
+	n.vpc = aws.ToString(vpc.Vpc.VpcId)
+	subnet := func(i int, zone, role string) (string, error) {
+		out, err := a.ec2.CreateSubnet(ctx, &ec2.CreateSubnetInput{VpcId: vpc.Vpc.VpcId, AvailabilityZone: aws.String(region + zone),
+			CidrBlock: aws.String(fmt.Sprintf("10.20.%d.0/24", i)), TagSpecifications: tagged(ec2types.ResourceTypeSubnet,
+				role, "1", "kubernetes.io/cluster/"+cluster, "shared")}, in)
+		if err != nil {
+			return "", fmt.Errorf("subnet in %s%s: %w", region, zone, err)
+		}
+		return aws.ToString(out.Subnet.SubnetId), nil
+	}
+	for i, zone := range zones {
+		private, err := subnet(i, zone, "kubernetes.io/role/internal-elb")
+		if err != nil {
+			return n, err
+		}
+		public, err := subnet(100+i, zone, "kubernetes.io/role/elb")
+		if err != nil {
+			return n, err
+		}
+		n.private, n.public = append(n.private, private), append(n.public, public)
+	}
+	group := func(name string, tags ...string) (string, error) {
+		out, err := a.ec2.CreateSecurityGroup(ctx, &ec2.CreateSecurityGroupInput{GroupName: aws.String(name),
+			Description: aws.String(name), VpcId: vpc.Vpc.VpcId, TagSpecifications: tagged(ec2types.ResourceTypeSecurityGroup, tags...)}, in)
+		if err != nil {
+			return "", fmt.Errorf("security group %s: %w", name, err)
+		}
+		return aws.ToString(out.GroupId), nil
+	}
+	if n.clusterSG, err = group("eks-cluster-sg-"+cluster, "aws:eks:cluster-name", cluster); err != nil {
+		return n, err
+	}
+	n.publicSG, err = group(cluster + publicSuffix)
+	return n, err
+}
+
+// tagged is a TagSpecifications of one resource type with the given key, value pairs.
+func tagged(t ec2types.ResourceType, kv ...string) []ec2types.TagSpecification {
+	if len(kv) == 0 {
+		return nil
+	}
+	spec := ec2types.TagSpecification{ResourceType: t}
+	for i := 0; i+1 < len(kv); i += 2 {
+		spec.Tags = append(spec.Tags, ec2types.Tag{Key: aws.String(kv[i]), Value: aws.String(kv[i+1])})
+	}
+	return []ec2types.TagSpecification{spec}
+}
+
+// joinNodes is the node-join stand-in, every second until ctx ends: what cannot run here of an
+// instance Karpenter launched, and nothing of Karpenter's own work.
+//   - The kubelet registering: for each NodeClaim whose instance the emulator runs, a Node named
+//     as the instance's private DNS name (EKS AL2023 nodes' hostname), with the NodeClaim's
+//     providerID, labels, taints and startup taints, and the unregistered taint Karpenter's
+//     bootstrap has the kubelet register with (sigs.k8s.io/karpenter v1.14.3
+//     pkg/apis/v1/taints.go, UnregisteredNoExecuteTaint), and capacity and allocatable as the
+//     NodeClaim says the instance type has them. kwok (--manage-all-nodes) then keeps it Ready.
+//   - The CNI's agent: once Karpenter registered the Node (it removes the unregistered taint:
+//     pkg/controllers/nodeclaim/lifecycle/registration.go), the NodeClaim's startup taints go.
+func (c *claimedCluster) joinNodes(ctx context.Context, region string) {
+	for ctx.Err() == nil {
+		if err := c.joinOnce(ctx, region); err != nil && ctx.Err() == nil {
+			fmt.Printf("e2e: claimed cluster %s: node join: %v\n", c.name, err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func (c *claimedCluster) joinOnce(ctx context.Context, region string) error {
+	claims, err := c.dyn.Resource(nodeClaimGVR).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil // no CRD yet
+	}
+	nodes, err := c.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	byProvider := map[string]*corev1.Node{}
+	for i := range nodes.Items {
+		byProvider[nodes.Items[i].Spec.ProviderID] = &nodes.Items[i]
+	}
+	for _, nc := range claims.Items {
+		providerID, _, _ := unstructured.NestedString(nc.Object, "status", "providerID")
+		if providerID == "" || nc.GetDeletionTimestamp() != nil {
+			continue
+		}
+		if node := byProvider[providerID]; node != nil {
+			if err := c.liftStartupTaints(ctx, &nc, node); err != nil {
+				return err
+			}
+			continue
+		}
+		// aws:///ZONE/INSTANCE-ID (karpenter-provider-aws v1.14.3 pkg/utils/utils.go, ParseInstanceID).
+		id := providerID[strings.LastIndex(providerID, "/")+1:]
+		out, err := cp.aws.ec2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{id}},
+			func(o *ec2.Options) { o.Region = region })
+		if err != nil || len(out.Reservations) == 0 || len(out.Reservations[0].Instances) == 0 {
+			continue // not (or no longer) in EC2: no kubelet starts
+		}
+		instance := out.Reservations[0].Instances[0]
+		if instance.State == nil || instance.State.Name != ec2types.InstanceStateNameRunning {
+			continue
+		}
+		if err := c.registerNode(ctx, &nc, providerID, aws.ToString(instance.PrivateDnsName)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// registerNode creates the Node of NodeClaim nc as its kubelet registers it.
+func (c *claimedCluster) registerNode(ctx context.Context, nc *unstructured.Unstructured, providerID, name string) error {
+	labels := nc.GetLabels()
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[corev1.LabelHostname] = name
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels,
+		Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"}}, Spec: corev1.NodeSpec{ProviderID: providerID}}
+	taints, err := nodeClaimTaints(nc, "taints")
+	if err != nil {
+		return err
+	}
+	startup, err := nodeClaimTaints(nc, "startupTaints")
+	if err != nil {
+		return err
+	}
+	node.Spec.Taints = append(append(taints, startup...),
+		corev1.Taint{Key: "karpenter.sh/unregistered", Effect: corev1.TaintEffectNoExecute})
+	for field, list := range map[string]*corev1.ResourceList{"capacity": &node.Status.Capacity, "allocatable": &node.Status.Allocatable} {
+		m, _, _ := unstructured.NestedStringMap(nc.Object, "status", field)
+		*list = corev1.ResourceList{}
+		for k, v := range m {
+			q, err := resource.ParseQuantity(v)
+			if err != nil {
+				return fmt.Errorf("NodeClaim %s status.%s.%s: %w", nc.GetName(), field, k, err)
+			}
+			(*list)[corev1.ResourceName(k)] = q
+		}
+	}
+	_, err = c.kube.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
+	if err == nil {
+		fmt.Printf("e2e: claimed cluster %s: instance %s joined as node %s\n", c.name, providerID, name)
+	}
+	return err
+}
+
+// liftStartupTaints removes, from a Node Karpenter registered, the startup taints of its NodeClaim.
+func (c *claimedCluster) liftStartupTaints(ctx context.Context, nc *unstructured.Unstructured, node *corev1.Node) error {
+	if node.Labels["karpenter.sh/registered"] != "true" {
+		return nil
+	}
+	startup, err := nodeClaimTaints(nc, "startupTaints")
+	if err != nil || len(startup) == 0 {
+		return err
+	}
+	kept := slices.DeleteFunc(slices.Clone(node.Spec.Taints), func(t corev1.Taint) bool {
+		return slices.ContainsFunc(startup, func(s corev1.Taint) bool { return s.MatchTaint(&t) })
+	})
+	if len(kept) == len(node.Spec.Taints) {
+		return nil
+	}
+	node.Spec.Taints = kept
+	_, err = c.kube.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{})
+	return err
+}
+
+// nodeClaimTaints reads spec.<field> of a NodeClaim.
+func nodeClaimTaints(nc *unstructured.Unstructured, field string) ([]corev1.Taint, error) {
+	list, _, _ := unstructured.NestedSlice(nc.Object, "spec", field)
+	var out []corev1.Taint
+	for _, t := range list {
+		m, _ := t.(map[string]any)
+		var taint corev1.Taint
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m, &taint); err != nil {
+			return nil, fmt.Errorf("NodeClaim %s spec.%s: %w", nc.GetName(), field, err)
+		}
+		out = append(out, taint)
+	}
+	return out, nil
+}
+
+// TestRealKarpenter runs the claim for prod-eu with Karpenter's real controller, built from the
+// module proxy (E2E_KARPENTER at E2E_KARPENTER_VERSION), against the real claimed cluster, its
+// real Flux, the real provider-kubernetes and the shard's AWS emulator, which the fake
+// provider-aws applies the AWS half in. The network the platform's prerequisites hold is seeded in
+// the emulator first (seedNetwork); the controller starts once the function's controller step
+// is Ready, configured as the installed chart configures it (startKarpenter). The stand-in for
+// Karpenter is off (realKarpenter); only the kubelet and the CNI of the nodes it launches are
+// played (joinNodes). Each scenario asserts what the real controller did:
+//  1. both EC2NodeClasses Ready by Karpenter's own validation, resolving the seeded subnets,
+//     security groups and instance profile, and the AMIs of the pin (the emulator's seeded public
+//     parameters), and the claim Ready through NodeClassesValidated;
+//  2. pending pods get nodes of the private pool: instances the emulator runs in the private
+//     subnets and the cluster security group, of the platform's instance categories and
+//     generations, tagged as the pool's EC2NodeClass says; the pods run on them;
+//  3. a Spot interruption warning put on the emulator's event bus for one instance reaches
+//     Karpenter through the composed rule, target and queue: Karpenter terminates that instance
+//     and launches a replacement the pods run on;
+//  4. deleting the claim while nodes run: Karpenter terminates every instance before the claim
+//     is gone, and the emulator runs none of the cluster's.
+func TestRealKarpenter(t *testing.T) {
+	timed(t)
+	version := strings.TrimPrefix(os.Getenv("E2E_KARPENTER_VERSION"), "v")
+	if version == "" {
+		t.Fatal("E2E_KARPENTER_VERSION must be set: run the suite with `make e2e-test`")
+	}
+	claimed, _, _ := realClaimedClusters(t, claimedOptions{poll: 20 * time.Second,
+		prepare: func(c *claimedCluster) { c.realKarpenter = true }}, "prod-eu")
+	eu := claimed["prod-eu"]
+	ctx := t.Context()
+	input := platformInput(t, claimAPI)
+	declared, err := eu.declared()
+	if err != nil {
+		t.Fatal(err)
+	}
+	region, _ := declared["region"].(string)
+	suffix, _, _ := unstructured.NestedString(input, "nodes", "publicSecurityGroupSuffix")
+	ns, _, _ := unstructured.NestedString(input, "podIdentity", "namespace")
+	net, err := cp.aws.seedNetwork(ctx, eu.name, region, suffix, []string{"a", "b", "c"})
+	if err != nil {
+		t.Fatalf("seeding prod-eu's network in the emulator: %v", err)
+	}
+
+	// The controller and the node-join stand-in run until everything the claim composed is gone:
+	// their cleanup is registered before the claim's deletion, so it runs after it.
+	karpenterCtx, stop := context.WithCancel(context.Background())
+	t.Cleanup(stop)
+	c := newKarpenterFrom(t, claimAPI, "team-a", "karpenter", func(u *unstructured.Unstructured) {
+		_ = unstructured.SetNestedField(u.Object, version, "spec", "version")
+	})
+	walk(t, nil, func() bool { return conditionStatus(c.get(), "ControllerReady") == "True" }, c)
+	resources, _ := c.composed()
+	roleARN, _, _ := unstructured.NestedString(resources["controller-role"].Object, "status", "atProvider", "arn")
+	start := time.Now()
+	if _, err := eu.startKarpenter(karpenterCtx, ns, roleARN); err != nil {
+		t.Fatal(err)
+	}
+	go eu.joinNodes(karpenterCtx, region)
+	t.Logf("Karpenter %s's controller up in %.1fs", version, time.Since(start).Seconds())
+
+	// 1. The EC2NodeClasses, validated by Karpenter against the emulator.
+	walk(t, nil, func() bool { return conditionStatus(c.get(), "Ready") == "True" }, c)
+	c.waitCondition("NodeClassesValidated", "True", time.Minute)
+	assertNodeClasses(t, eu, net)
+
+	// 2. Pending pods get nodes of the private pool.
+	const replicas = 3
+	if err := eu.inflate(ctx, replicas); err != nil {
+		t.Fatal(err)
+	}
+	launched := eu.waitRunningOnKarpenterNodes(t, replicas, 8*time.Minute)
+	assertInstances(t, eu, net, region, launched)
+
+	// 3. A Spot interruption warning for one of them, through the composed wiring.
+	interrupted := launched[0]
+	if err := cp.aws.interruptSpot(ctx, region, interrupted.instance); err != nil {
+		t.Fatal(err)
+	}
+	err = waitFor(ctx, 5*time.Minute, "Karpenter to terminate the interrupted instance "+interrupted.instance, func() (bool, error) {
+		running, err := cp.aws.runningInstances(ctx, region, eu.name)
+		return err == nil && !slices.Contains(running, interrupted.instance), nil
+	})
+	if err != nil {
+		t.Fatalf("%v\nKarpenter's log:\n%s", err, tail(eu.logDir+"/karpenter.log", 40))
+	}
+	after := eu.waitRunningOnKarpenterNodes(t, replicas, 8*time.Minute)
+	if slices.ContainsFunc(after, func(n karpenterNode) bool { return n.instance == interrupted.instance }) {
+		t.Errorf("the pods still run on the interrupted instance %s", interrupted.instance)
+	}
+
+	// 4. The uninstall terminates every instance.
+	c.deleteAndWait()
+	running, err := cp.aws.runningInstances(ctx, region, eu.name)
+	if err != nil || len(running) != 0 {
+		t.Errorf("after the uninstall the emulator still runs %v of prod-eu's instances (%v)", running, err)
+	}
+}
+
+// runningInstances are the IDs of the instances the emulator runs (pending or running) that
+// Karpenter launched for cluster: tagged with a NodePool and the cluster's name, as Karpenter
+// lists its own (karpenter-provider-aws v1.14.3 pkg/providers/instance/instance.go, List; tags
+// from pkg/utils/utils.go, GetTags).
+func (a *emulatedAWS) runningInstances(ctx context.Context, region, cluster string) ([]string, error) {
+	out, err := a.ec2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{
+		{Name: aws.String("tag-key"), Values: []string{"karpenter.sh/nodepool"}},
+		{Name: aws.String("tag:eks:eks-cluster-name"), Values: []string{cluster}},
+		{Name: aws.String("instance-state-name"), Values: []string{"pending", "running"}},
+	}}, func(o *ec2.Options) { o.Region = region })
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	for _, r := range out.Reservations {
+		for _, i := range r.Instances {
+			ids = append(ids, aws.ToString(i.InstanceId))
+		}
+	}
+	return ids, nil
+}
+
+// interruptSpot puts on the region's default event bus the warning EC2 sends two minutes before
+// it reclaims a Spot instance (EventBridge's "EC2 Spot Instance Interruption Warning", source
+// aws.ec2, detail instance-id and instance-action: the EC2 user guide, spot-instance-termination-
+// notices; Karpenter v1.14.3 parses it in pkg/providers/sqs and
+// pkg/controllers/interruption/messages/spotinterruption). The emulator delivers it to the
+// targets of the rules whose pattern matches: the function's composed rules, nothing of ours.
+func (a *emulatedAWS) interruptSpot(ctx context.Context, region, instance string) error {
+	out, err := a.events.PutEvents(ctx, &eventbridge.PutEventsInput{Entries: []eventbridgetypes.PutEventsRequestEntry{{
+		Source: aws.String("aws.ec2"), DetailType: aws.String("EC2 Spot Instance Interruption Warning"),
+		Resources: []string{fmt.Sprintf("arn:aws:ec2:%s:%s:instance/%s", region, a.account, instance)},
+		Detail:    aws.String(fmt.Sprintf(`{"instance-id":%q,"instance-action":"terminate"}`, instance)),
+	}}}, eventsRegion(region))
+	if err == nil && out.FailedEntryCount > 0 {
+		err = fmt.Errorf("PutEvents failed: %s", aws.ToString(out.Entries[0].ErrorMessage))
+	}
+	return err
+}
+
+// assertNodeClasses checks what Karpenter resolved of each EC2NodeClass against what the
+// emulator holds: Ready by its own validation; the private class the private subnets and the
+// cluster security group, the public one the public subnets and the public nodes' group; both the
+// instance profile the tenancy declares and AMIs of the pin the emulator publishes.
+func assertNodeClasses(t *testing.T, claimed *claimedCluster, net network) {
+	t.Helper()
+	declared, _ := claimed.declared()
+	profile, _, _ := unstructured.NestedString(declared, "nodeIdentity", "instanceProfile")
+	want := map[string]struct{ subnets, groups []string }{
+		"private": {net.private, []string{net.clusterSG}},
+		"public":  {net.public, []string{net.publicSG}},
+	}
+	for name, w := range want {
+		class, err := claimed.dyn.Resource(ec2NodeClassGVR).Get(t.Context(), name, metav1.GetOptions{})
+		if err != nil {
+			t.Errorf("EC2NodeClass %s: %v", name, err)
+			continue
+		}
+		if !readyFor(class) {
+			t.Errorf("EC2NodeClass %s is not Ready: %s", name, conditionsText(class))
+		}
+		ids := func(field string) []string {
+			list, _, _ := unstructured.NestedSlice(class.Object, "status", field)
+			var out []string
+			for _, e := range list {
+				id, _ := e.(map[string]any)["id"].(string)
+				out = append(out, id)
+			}
+			return out
+		}
+		if got := ids("subnets"); !equalSets(got, w.subnets) {
+			t.Errorf("EC2NodeClass %s resolved subnets %v, want the seeded %v", name, got, w.subnets)
+		}
+		if got := ids("securityGroups"); !equalSets(got, w.groups) {
+			t.Errorf("EC2NodeClass %s resolved security groups %v, want %v", name, got, w.groups)
+		}
+		if got, _, _ := unstructured.NestedString(class.Object, "status", "instanceProfile"); got != profile {
+			t.Errorf("EC2NodeClass %s resolved instance profile %q, want the tenancy's %q", name, got, profile)
+		}
+		amis := ids("amis")
+		if len(amis) == 0 || slices.ContainsFunc(amis, func(id string) bool { _, ok := seededAMIs[id]; return !ok }) {
+			t.Errorf("EC2NodeClass %s resolved AMIs %v, want some of the pin's %v", name, amis, slices.Sorted(maps.Keys(seededAMIs)))
+		}
+	}
+}
+
+// inflate creates, in the claimed cluster's namespace workload, a Deployment of replicas pods
+// that fit on no node it has yet (the system nodes' taints: addSystemNode), tolerating no pool's
+// taint: the private pool's pending pods.
+func (c *claimedCluster) inflate(ctx context.Context, replicas int32) error {
+	if err := c.ensureNamespace(ctx, "workload"); err != nil {
+		return err
+	}
+	labels := map[string]string{"app": "inflate"}
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "inflate", Namespace: "workload"}, Spec: appsv1.DeploymentSpec{
+		Replicas: &replicas, Selector: &metav1.LabelSelector{MatchLabels: labels},
+		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
+			Containers: []corev1.Container{{Name: "pause", Image: "registry.k8s.io/pause:3.10", Resources: corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("1Gi")}}}},
+		}},
+	}}
+	_, err := c.kube.AppsV1().Deployments("workload").Create(ctx, d, metav1.CreateOptions{})
+	return err
+}
+
+// A karpenterNode is a node Karpenter launched that the inflate pods run on.
+type karpenterNode struct{ node, pool, instance string }
+
+// waitRunningOnKarpenterNodes waits until n inflate pods are Running and Ready, each on a node of a
+// NodePool, and returns those nodes.
+func (c *claimedCluster) waitRunningOnKarpenterNodes(t *testing.T, n int, timeout time.Duration) []karpenterNode {
+	t.Helper()
+	var nodes []karpenterNode
+	err := waitFor(t.Context(), timeout, fmt.Sprintf("%d inflate pods running on Karpenter's nodes", n), func() (bool, error) {
+		pods, err := c.kube.CoreV1().Pods("workload").List(t.Context(), metav1.ListOptions{LabelSelector: "app=inflate"})
+		if err != nil {
+			return false, nil
+		}
+		seen := map[string]karpenterNode{}
+		running := 0
+		for _, p := range pods.Items {
+			if p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning || p.Spec.NodeName == "" {
+				continue
+			}
+			node, err := c.kube.CoreV1().Nodes().Get(t.Context(), p.Spec.NodeName, metav1.GetOptions{})
+			if err != nil || node.Labels["karpenter.sh/nodepool"] == "" {
+				continue
+			}
+			running++
+			id := node.Spec.ProviderID[strings.LastIndex(node.Spec.ProviderID, "/")+1:]
+			seen[node.Name] = karpenterNode{node: node.Name, pool: node.Labels["karpenter.sh/nodepool"], instance: id}
+		}
+		nodes = slices.Collect(maps.Values(seen))
+		return running == n, nil
+	})
+	if err != nil {
+		claims, _ := c.dyn.Resource(nodeClaimGVR).List(t.Context(), metav1.ListOptions{})
+		var b strings.Builder
+		for _, nc := range claims.Items {
+			fmt.Fprintf(&b, "  NodeClaim %s: %s\n", nc.GetName(), conditionsText(&nc))
+		}
+		t.Fatalf("%v\nNodeClaims:\n%sKarpenter's log:\n%s", err, b.String(), tail(c.logDir+"/karpenter.log", 40))
+	}
+	return nodes
+}
+
+// assertInstances checks each launched node's instance as the emulator runs it: in one of the
+// pool's subnets and its security group, of an instance type within the pool's requirements
+// (category and generation, as its NodePool in the claimed cluster states them), with an AMI of
+// the pin, tagged with its EC2NodeClass's tags and its pool.
+func assertInstances(t *testing.T, claimed *claimedCluster, net network, region string, nodes []karpenterNode) {
+	t.Helper()
+	for _, n := range nodes {
+		if n.pool != "private" {
+			t.Errorf("node %s is of pool %q; pods tolerating no taint go to the private pool", n.node, n.pool)
+			continue
+		}
+		out, err := cp.aws.ec2.DescribeInstances(t.Context(), &ec2.DescribeInstancesInput{InstanceIds: []string{n.instance}},
+			func(o *ec2.Options) { o.Region = region })
+		if err != nil || len(out.Reservations) == 0 || len(out.Reservations[0].Instances) == 0 {
+			t.Errorf("node %s: the emulator has no instance %s (%v)", n.node, n.instance, err)
+			continue
+		}
+		i := out.Reservations[0].Instances[0]
+		if !slices.Contains(net.private, aws.ToString(i.SubnetId)) {
+			t.Errorf("instance %s is in subnet %s, not one of the private %v", n.instance, aws.ToString(i.SubnetId), net.private)
+		}
+		var groups []string
+		for _, g := range i.SecurityGroups {
+			groups = append(groups, aws.ToString(g.GroupId))
+		}
+		if !equalSets(groups, []string{net.clusterSG}) {
+			t.Errorf("instance %s has security groups %v, want the cluster's %s", n.instance, groups, net.clusterSG)
+		}
+		if _, ok := seededAMIs[aws.ToString(i.ImageId)]; !ok {
+			t.Errorf("instance %s runs AMI %s, not one of the pin's", n.instance, aws.ToString(i.ImageId))
+		}
+		pool, err := claimed.dyn.Resource(nodePoolGVR).Get(t.Context(), n.pool, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if why := outsideRequirements(pool, string(i.InstanceType)); why != "" {
+			t.Errorf("instance %s: %s", n.instance, why)
+		}
+		class, err := claimed.dyn.Resource(ec2NodeClassGVR).Get(t.Context(), n.pool, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _, _ := unstructured.NestedStringMap(class.Object, "spec", "tags")
+		want["karpenter.sh/nodepool"] = n.pool
+		got := map[string]string{}
+		for _, tag := range i.Tags {
+			got[aws.ToString(tag.Key)] = aws.ToString(tag.Value)
+		}
+		for k, v := range want {
+			if got[k] != v {
+				t.Errorf("instance %s: tag %s = %q, want %q (its EC2NodeClass's and pool's)", n.instance, k, got[k], v)
+			}
+		}
+	}
+}
+
+// instanceFamily reads an EC2 instance type's category and generation from its name, as AWS
+// names them (the EC2 instance types guide, instance-type-names: family letters, generation
+// digit, options, size: m6i.large is category m, generation 6).
+var instanceFamily = regexp.MustCompile(`^([a-z]+)(\d+)`)
+
+// outsideRequirements says how instanceType falls outside the NodePool's instance-category and
+// instance-generation requirements ("" when it is within).
+func outsideRequirements(pool *unstructured.Unstructured, instanceType string) string {
+	m := instanceFamily.FindStringSubmatch(instanceType)
+	if m == nil {
+		return fmt.Sprintf("instance type %q is not named as EC2 names them", instanceType)
+	}
+	generation, _ := strconv.Atoi(m[2])
+	reqs, _, _ := unstructured.NestedSlice(pool.Object, "spec", "template", "spec", "requirements")
+	for _, r := range reqs {
+		req := r.(map[string]any)
+		key, op := req["key"], req["operator"]
+		var values []string
+		for _, v := range req["values"].([]any) {
+			values = append(values, v.(string))
+		}
+		switch {
+		case key == "karpenter.k8s.aws/instance-category" && op == "In" && !slices.Contains(values, m[1]):
+			return fmt.Sprintf("instance type %s is of category %s, the pool allows %v", instanceType, m[1], values)
+		case key == "karpenter.k8s.aws/instance-generation" && op == "Gt":
+			if min, _ := strconv.Atoi(values[0]); generation <= min {
+				return fmt.Sprintf("instance type %s is of generation %d, the pool wants more than %d", instanceType, generation, min)
+			}
+		}
+	}
+	return ""
+}
