@@ -416,11 +416,14 @@ func TestRealKarpenter(t *testing.T) {
 	if err := eu.inflate(ctx, replicas); err != nil {
 		t.Fatal(err)
 	}
+	start = time.Now()
 	launched := eu.waitRunningOnKarpenterNodes(t, replicas, 8*time.Minute)
 	assertInstances(t, eu, net, region, launched)
+	t.Logf("%d pending pods running on %v %.1fs after their creation", replicas, launched, time.Since(start).Seconds())
 
 	// 3. A Spot interruption warning for one of them, through the composed wiring.
 	interrupted := launched[0]
+	start = time.Now()
 	if err := cp.aws.interruptSpot(ctx, region, interrupted.instance); err != nil {
 		t.Fatal(err)
 	}
@@ -435,6 +438,7 @@ func TestRealKarpenter(t *testing.T) {
 	if slices.ContainsFunc(after, func(n karpenterNode) bool { return n.instance == interrupted.instance }) {
 		t.Errorf("the pods still run on the interrupted instance %s", interrupted.instance)
 	}
+	t.Logf("Spot interruption of %s: the pods running on %v %.1fs after the warning", interrupted.instance, after, time.Since(start).Seconds())
 
 	// 4. The uninstall terminates every instance.
 	c.deleteAndWait()
@@ -537,10 +541,17 @@ func (c *claimedCluster) inflate(ctx context.Context, replicas int32) error {
 	if err := c.ensureNamespace(ctx, "workload"); err != nil {
 		return err
 	}
+	// The claimed cluster's kube-controller-manager runs no serviceaccount controller, which
+	// gives each namespace its default ServiceAccount: the pods get one of their own.
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "inflate", Namespace: "workload"}}
+	if _, err := c.kube.CoreV1().ServiceAccounts("workload").Create(ctx, sa, metav1.CreateOptions{}); err != nil {
+		return err
+	}
 	labels := map[string]string{"app": "inflate"}
 	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "inflate", Namespace: "workload"}, Spec: appsv1.DeploymentSpec{
 		Replicas: &replicas, Selector: &metav1.LabelSelector{MatchLabels: labels},
 		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
+			ServiceAccountName: sa.Name, AutomountServiceAccountToken: new(false),
 			Containers: []corev1.Container{{Name: "pause", Image: "registry.k8s.io/pause:3.10", Resources: corev1.ResourceRequirements{
 				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("1Gi")}}}},
 		}},

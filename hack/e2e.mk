@@ -145,9 +145,10 @@ E2E_FAKE_AWS := $(CACHE)/e2e/fake-aws/aws
 # clusters at once (TestDeletion, TestAccessCheckFails, TestTwoClusters,
 # TestRealProviderKubernetes). Five shards at once (13 API servers, load
 # average 30-45 on two cores, while the fake provider still listed every kind four times a
-# second) made tests time out that pass alone. A new test lands in the last shard.
+# second) made tests time out that pass alone. TestRealKarpenter (one claimed cluster and Karpenter's
+real controller, 8 minutes alone) joins the second, the shortest. A new test lands in the last shard.
 E2E_SHARDS := '^(TestFaults|TestDeletion|TestProviderErrorOnRole)$$' \
-  '^(TestWalkToReady|TestAccessCheckFails)$$' \
+  '^(TestWalkToReady|TestAccessCheckFails|TestRealKarpenter)$$' \
   '^(TestTwoClusters|TestOutOfBandStatementNotKept|TestOneKarpenterPerCluster)$$'
 # A shard's timeout (-test.timeout): the four shards took 33, 32, 35 and 37 minutes, warm
 # (docs/performance.md); room for a slow day.
