@@ -146,7 +146,7 @@ E2E_FAKE_AWS := $(CACHE)/e2e/fake-aws/aws
 # TestRealProviderKubernetes). Five shards at once (13 API servers, load
 # average 30-45 on two cores, while the fake provider still listed every kind four times a
 # second) made tests time out that pass alone. TestRealKarpenter (one claimed cluster and Karpenter's
-real controller, 8 minutes alone) joins the second, the shortest. A new test lands in the last shard.
+# real controller, 8 minutes alone) joins the second, the shortest. A new test lands in the last shard.
 E2E_SHARDS := '^(TestFaults|TestDeletion|TestProviderErrorOnRole)$$' \
   '^(TestWalkToReady|TestAccessCheckFails|TestRealKarpenter)$$' \
   '^(TestTwoClusters|TestOutOfBandStatementNotKept|TestOneKarpenterPerCluster)$$'
