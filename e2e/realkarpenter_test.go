@@ -147,6 +147,14 @@ type network struct {
 	publicSG        string   // the public nodes' group the platform creates (<cluster>-public-nodes)
 }
 
+// pool is what the pool of that name may launch into: its subnets and security groups.
+func (n network) pool(name string) (subnets, groups []string) {
+	if name == "public" {
+		return n.public, []string{n.publicSG}
+	}
+	return n.private, []string{n.clusterSG}
+}
+
 // seedNetwork creates, in the emulator and the cluster's region, what an EKS cluster's account
 // holds before any claim: a VPC with a private and a public subnet in each of zones, tagged as the
 // AWS Load Balancer Controller's subnet discovery reads them (kubernetes.io/role/internal-elb and
@@ -284,11 +292,11 @@ func (c *claimedCluster) registerNode(ctx context.Context, nc *unstructured.Unst
 	labels[corev1.LabelHostname] = name
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels,
 		Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"}}, Spec: corev1.NodeSpec{ProviderID: providerID}}
-	taints, err := nodeClaimTaints(nc, "taints")
+	taints, err := taintsAt(nc, "spec", "taints")
 	if err != nil {
 		return err
 	}
-	startup, err := nodeClaimTaints(nc, "startupTaints")
+	startup, err := taintsAt(nc, "spec", "startupTaints")
 	if err != nil {
 		return err
 	}
@@ -317,7 +325,7 @@ func (c *claimedCluster) liftStartupTaints(ctx context.Context, nc *unstructured
 	if node.Labels["karpenter.sh/registered"] != "true" {
 		return nil
 	}
-	startup, err := nodeClaimTaints(nc, "startupTaints")
+	startup, err := taintsAt(nc, "spec", "startupTaints")
 	if err != nil || len(startup) == 0 {
 		return err
 	}
@@ -332,15 +340,15 @@ func (c *claimedCluster) liftStartupTaints(ctx context.Context, nc *unstructured
 	return err
 }
 
-// nodeClaimTaints reads spec.<field> of a NodeClaim.
-func nodeClaimTaints(nc *unstructured.Unstructured, field string) ([]corev1.Taint, error) {
-	list, _, _ := unstructured.NestedSlice(nc.Object, "spec", field)
+// taintsAt reads the taints at path of u.
+func taintsAt(u *unstructured.Unstructured, path ...string) ([]corev1.Taint, error) {
+	list, _, _ := unstructured.NestedSlice(u.Object, path...)
 	var out []corev1.Taint
 	for _, t := range list {
 		m, _ := t.(map[string]any)
 		var taint corev1.Taint
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m, &taint); err != nil {
-			return nil, fmt.Errorf("NodeClaim %s spec.%s: %w", nc.GetName(), field, err)
+			return nil, fmt.Errorf("%s %s %s: %w", u.GetKind(), u.GetName(), strings.Join(path, "."), err)
 		}
 		out = append(out, taint)
 	}
@@ -358,9 +366,10 @@ func nodeClaimTaints(nc *unstructured.Unstructured, field string) ([]corev1.Tain
 //  1. both EC2NodeClasses Ready by Karpenter's own validation, resolving the seeded subnets,
 //     security groups and instance profile, and the AMIs of the pin (the emulator's seeded public
 //     parameters), and the claim Ready through NodeClassesValidated;
-//  2. pending pods get nodes of the private pool: instances the emulator runs in the private
-//     subnets and the cluster security group, of the platform's instance categories and
-//     generations, tagged as the pool's EC2NodeClass says; the pods run on them;
+//  2. pending pods get nodes: of the private pool when they tolerate no taint, of the public pool
+//     when they tolerate its taint and select it; instances the emulator runs in that pool's
+//     subnets and security group, of the platform's instance categories and generations, tagged
+//     as the pool's EC2NodeClass says; the pods run on them;
 //  3. a Spot interruption warning put on the emulator's event bus for one instance reaches
 //     Karpenter through the composed rule, target and queue: Karpenter terminates that instance
 //     and launches a replacement the pods run on;
@@ -411,15 +420,19 @@ func TestRealKarpenter(t *testing.T) {
 	c.waitCondition("NodeClassesValidated", "True", time.Minute)
 	assertNodeClasses(t, eu, net)
 
-	// 2. Pending pods get nodes of the private pool.
+	// 2. Pending pods get nodes: of the private pool when they tolerate no taint, of the public
+	// pool when they tolerate its taint and select it.
 	const replicas = 3
-	if err := eu.inflate(ctx, replicas); err != nil {
-		t.Fatal(err)
+	for _, pool := range []string{"private", "public"} {
+		start = time.Now()
+		if err := eu.inflate(ctx, "inflate-"+pool, pool, replicas); err != nil {
+			t.Fatal(err)
+		}
+		nodes := eu.waitRunningOnKarpenterNodes(t, "inflate-"+pool, replicas, 8*time.Minute)
+		assertInstances(t, eu, net, region, pool, nodes)
+		t.Logf("%d pending pods running on %v %.1fs after their creation", replicas, nodes, time.Since(start).Seconds())
 	}
-	start = time.Now()
-	launched := eu.waitRunningOnKarpenterNodes(t, replicas, 8*time.Minute)
-	assertInstances(t, eu, net, region, launched)
-	t.Logf("%d pending pods running on %v %.1fs after their creation", replicas, launched, time.Since(start).Seconds())
+	launched := eu.waitRunningOnKarpenterNodes(t, "inflate-private", replicas, time.Minute)
 
 	// 3. A Spot interruption warning for one of them, through the composed wiring.
 	interrupted := launched[0]
@@ -434,7 +447,7 @@ func TestRealKarpenter(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\nKarpenter's log:\n%s", err, tail(eu.logDir+"/karpenter.log", 40))
 	}
-	after := eu.waitRunningOnKarpenterNodes(t, replicas, 8*time.Minute)
+	after := eu.waitRunningOnKarpenterNodes(t, "inflate-private", replicas, 8*time.Minute)
 	if slices.ContainsFunc(after, func(n karpenterNode) bool { return n.instance == interrupted.instance }) {
 		t.Errorf("the pods still run on the interrupted instance %s", interrupted.instance)
 	}
@@ -496,11 +509,8 @@ func assertNodeClasses(t *testing.T, claimed *claimedCluster, net network) {
 	t.Helper()
 	declared, _ := claimed.declared()
 	profile, _, _ := unstructured.NestedString(declared, "nodeIdentity", "instanceProfile")
-	want := map[string]struct{ subnets, groups []string }{
-		"private": {net.private, []string{net.clusterSG}},
-		"public":  {net.public, []string{net.publicSG}},
-	}
-	for name, w := range want {
+	for _, name := range []string{"private", "public"} {
+		subnets, groups := net.pool(name)
 		class, err := claimed.dyn.Resource(ec2NodeClassGVR).Get(t.Context(), name, metav1.GetOptions{})
 		if err != nil {
 			t.Errorf("EC2NodeClass %s: %v", name, err)
@@ -518,11 +528,11 @@ func assertNodeClasses(t *testing.T, claimed *claimedCluster, net network) {
 			}
 			return out
 		}
-		if got := ids("subnets"); !equalSets(got, w.subnets) {
-			t.Errorf("EC2NodeClass %s resolved subnets %v, want the seeded %v", name, got, w.subnets)
+		if got := ids("subnets"); !equalSets(got, subnets) {
+			t.Errorf("EC2NodeClass %s resolved subnets %v, want the seeded %v", name, got, subnets)
 		}
-		if got := ids("securityGroups"); !equalSets(got, w.groups) {
-			t.Errorf("EC2NodeClass %s resolved security groups %v, want %v", name, got, w.groups)
+		if got := ids("securityGroups"); !equalSets(got, groups) {
+			t.Errorf("EC2NodeClass %s resolved security groups %v, want %v", name, got, groups)
 		}
 		if got, _, _ := unstructured.NestedString(class.Object, "status", "instanceProfile"); got != profile {
 			t.Errorf("EC2NodeClass %s resolved instance profile %q, want the tenancy's %q", name, got, profile)
@@ -534,42 +544,58 @@ func assertNodeClasses(t *testing.T, claimed *claimedCluster, net network) {
 	}
 }
 
-// inflate creates, in the claimed cluster's namespace workload, a Deployment of replicas pods
-// that fit on no node it has yet (the system nodes' taints: addSystemNode), tolerating no pool's
-// taint: the private pool's pending pods.
-func (c *claimedCluster) inflate(ctx context.Context, replicas int32) error {
+// inflate creates, in the claimed cluster's namespace workload, a Deployment app of replicas pods
+// that fit on no node it has yet (the system nodes' taints: addSystemNode). For the private pool
+// they tolerate no taint; for the public pool they tolerate its taint, as the platform's input
+// puts it on the pool's nodes (the pool's spec.template.spec.taints in the claimed cluster), and
+// select its nodes.
+func (c *claimedCluster) inflate(ctx context.Context, app, pool string, replicas int32) error {
 	if err := c.ensureNamespace(ctx, "workload"); err != nil {
 		return err
 	}
 	// The claimed cluster's kube-controller-manager runs no serviceaccount controller, which
 	// gives each namespace its default ServiceAccount: the pods get one of their own.
-	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "inflate", Namespace: "workload"}}
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: app, Namespace: "workload"}}
 	if _, err := c.kube.CoreV1().ServiceAccounts("workload").Create(ctx, sa, metav1.CreateOptions{}); err != nil {
 		return err
 	}
-	labels := map[string]string{"app": "inflate"}
-	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "inflate", Namespace: "workload"}, Spec: appsv1.DeploymentSpec{
+	labels := map[string]string{"app": app}
+	spec := corev1.PodSpec{ServiceAccountName: sa.Name, AutomountServiceAccountToken: new(false),
+		Containers: []corev1.Container{{Name: "pause", Image: "registry.k8s.io/pause:3.10", Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("1Gi")}}}}}
+	if pool == "public" {
+		p, err := c.dyn.Resource(nodePoolGVR).Get(ctx, pool, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		taints, err := taintsAt(p, "spec", "template", "spec", "taints")
+		if err != nil || len(taints) == 0 {
+			return fmt.Errorf("the public NodePool has no taint to tolerate (%v)", err)
+		}
+		for _, taint := range taints {
+			spec.Tolerations = append(spec.Tolerations, corev1.Toleration{Key: taint.Key, Operator: corev1.TolerationOpEqual,
+				Value: taint.Value, Effect: taint.Effect})
+		}
+		spec.NodeSelector = map[string]string{"karpenter.sh/nodepool": pool}
+	}
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: app, Namespace: "workload"}, Spec: appsv1.DeploymentSpec{
 		Replicas: &replicas, Selector: &metav1.LabelSelector{MatchLabels: labels},
-		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
-			ServiceAccountName: sa.Name, AutomountServiceAccountToken: new(false),
-			Containers: []corev1.Container{{Name: "pause", Image: "registry.k8s.io/pause:3.10", Resources: corev1.ResourceRequirements{
-				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("1Gi")}}}},
-		}},
+		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: spec},
 	}}
 	_, err := c.kube.AppsV1().Deployments("workload").Create(ctx, d, metav1.CreateOptions{})
 	return err
 }
 
-// A karpenterNode is a node Karpenter launched that the inflate pods run on.
+// A karpenterNode is a node Karpenter launched that pods of an inflate Deployment run on.
 type karpenterNode struct{ node, pool, instance string }
 
-// waitRunningOnKarpenterNodes waits until n inflate pods are Running and Ready, each on a node of a
-// NodePool, and returns those nodes.
-func (c *claimedCluster) waitRunningOnKarpenterNodes(t *testing.T, n int, timeout time.Duration) []karpenterNode {
+// waitRunningOnKarpenterNodes waits until n pods of the inflate Deployment app are Running, each
+// on a node of a NodePool, and returns those nodes.
+func (c *claimedCluster) waitRunningOnKarpenterNodes(t *testing.T, app string, n int, timeout time.Duration) []karpenterNode {
 	t.Helper()
 	var nodes []karpenterNode
-	err := waitFor(t.Context(), timeout, fmt.Sprintf("%d inflate pods running on Karpenter's nodes", n), func() (bool, error) {
-		pods, err := c.kube.CoreV1().Pods("workload").List(t.Context(), metav1.ListOptions{LabelSelector: "app=inflate"})
+	err := waitFor(t.Context(), timeout, fmt.Sprintf("%d pods of %s running on Karpenter's nodes", n, app), func() (bool, error) {
+		pods, err := c.kube.CoreV1().Pods("workload").List(t.Context(), metav1.ListOptions{LabelSelector: "app=" + app})
 		if err != nil {
 			return false, nil
 		}
@@ -601,15 +627,16 @@ func (c *claimedCluster) waitRunningOnKarpenterNodes(t *testing.T, n int, timeou
 	return nodes
 }
 
-// assertInstances checks each launched node's instance as the emulator runs it: in one of the
-// pool's subnets and its security group, of an instance type within the pool's requirements
+// assertInstances checks each launched node's instance as the emulator runs it: of the pool
+// wanted, in one of its subnets and its security group (network.pool), of an instance type within the pool's requirements
 // (category and generation, as its NodePool in the claimed cluster states them), with an AMI of
 // the pin, tagged with its EC2NodeClass's tags and its pool.
-func assertInstances(t *testing.T, claimed *claimedCluster, net network, region string, nodes []karpenterNode) {
+func assertInstances(t *testing.T, claimed *claimedCluster, net network, region, wantPool string, nodes []karpenterNode) {
 	t.Helper()
+	subnets, securityGroups := net.pool(wantPool)
 	for _, n := range nodes {
-		if n.pool != "private" {
-			t.Errorf("node %s is of pool %q; pods tolerating no taint go to the private pool", n.node, n.pool)
+		if n.pool != wantPool {
+			t.Errorf("node %s is of pool %q, want %q", n.node, n.pool, wantPool)
 			continue
 		}
 		out, err := cp.aws.ec2.DescribeInstances(t.Context(), &ec2.DescribeInstancesInput{InstanceIds: []string{n.instance}},
@@ -619,15 +646,15 @@ func assertInstances(t *testing.T, claimed *claimedCluster, net network, region 
 			continue
 		}
 		i := out.Reservations[0].Instances[0]
-		if !slices.Contains(net.private, aws.ToString(i.SubnetId)) {
-			t.Errorf("instance %s is in subnet %s, not one of the private %v", n.instance, aws.ToString(i.SubnetId), net.private)
+		if !slices.Contains(subnets, aws.ToString(i.SubnetId)) {
+			t.Errorf("instance %s is in subnet %s, not one of the %s pool's %v", n.instance, aws.ToString(i.SubnetId), wantPool, subnets)
 		}
 		var groups []string
 		for _, g := range i.SecurityGroups {
 			groups = append(groups, aws.ToString(g.GroupId))
 		}
-		if !equalSets(groups, []string{net.clusterSG}) {
-			t.Errorf("instance %s has security groups %v, want the cluster's %s", n.instance, groups, net.clusterSG)
+		if !equalSets(groups, securityGroups) {
+			t.Errorf("instance %s has security groups %v, want the %s pool's %v", n.instance, groups, wantPool, securityGroups)
 		}
 		if _, ok := seededAMIs[aws.ToString(i.ImageId)]; !ok {
 			t.Errorf("instance %s runs AMI %s, not one of the pin's", n.instance, aws.ToString(i.ImageId))
