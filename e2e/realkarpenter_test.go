@@ -158,12 +158,13 @@ func (n network) pool(name string) (subnets, groups []string) {
 // seedNetwork creates, in the emulator and the cluster's region, what an EKS cluster's account
 // holds before any claim: a VPC with a private and a public subnet in each of zones, tagged as the
 // AWS Load Balancer Controller's subnet discovery reads them (kubernetes.io/role/internal-elb and
-// kubernetes.io/role/elb: its docs, deploy/subnet_discovery), the cluster security group EKS
-// creates, tagged aws:eks:cluster-name with the cluster's name (EKS user guide,
-// sec-group-reqs: "Amazon EKS ... tags ... aws:eks:cluster-name"), and the platform's security
-// group for public nodes, named <cluster><publicSuffix> (the function input's
-// tenancy.nodes.publicSecurityGroupSuffix). Nothing here is read from what the function composed:
-// a selector that does not select these fails the test.
+// kubernetes.io/role/elb, value 1: its docs, latest/deploy/subnet_discovery); the cluster
+// security group EKS creates for the cluster (eks-cluster-sg-<cluster>-<id>: the EKS user guide,
+// sec-group-reqs), tagged aws:eks:cluster-name with the cluster's name, the tag the platform's
+// base selects it by (examples/gitops/nodes/private.yaml); and the platform's security group for
+// public nodes, named <cluster><publicSuffix> (the function input's
+// nodes.publicSecurityGroupSuffix). Nothing here is read from what the function composed: a
+// selector that does not select these fails the test.
 func (a *emulatedAWS) seedNetwork(ctx context.Context, cluster, region, publicSuffix string, zones []string) (network, error) {
 	in := func(o *ec2.Options) { o.Region = region }
 	var n network
@@ -200,7 +201,7 @@ func (a *emulatedAWS) seedNetwork(ctx context.Context, cluster, region, publicSu
 		}
 		return aws.ToString(out.GroupId), nil
 	}
-	if n.clusterSG, err = group("eks-cluster-sg-"+cluster, "aws:eks:cluster-name", cluster); err != nil {
+	if n.clusterSG, err = group("eks-cluster-sg-"+cluster+"-0e2e", "aws:eks:cluster-name", cluster); err != nil {
 		return n, err
 	}
 	n.publicSG, err = group(cluster + publicSuffix)
