@@ -418,7 +418,11 @@ func TestRealKarpenter(t *testing.T) {
 
 	// 1. The EC2NodeClasses, validated by Karpenter against the emulator.
 	walk(t, nil, func() bool { return conditionStatus(c.get(), "Ready") == "True" }, c)
-	c.waitCondition("NodeClassesValidated", "True", time.Minute)
+	// The claim can go Ready before it reads the classes' validation: the observe-only Objects of
+	// the classes may have been read before Karpenter wrote their status, and provider-kubernetes
+	// reads them again on its poll (20 s here), then Crossplane and the function (3 minutes on a
+	// busy machine, where one took over a minute).
+	c.waitCondition("NodeClassesValidated", "True", converge)
 	assertNodeClasses(t, eu, net)
 
 	// 2. Pending pods get nodes: of the private pool when they tolerate no taint, of the public
