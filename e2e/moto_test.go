@@ -52,7 +52,8 @@ type emulatedAWS struct {
 // startMoto starts the AWS emulator on a loopback port of its own, its log in logDir/moto.log,
 // every resource in account (MOTO_ACCOUNT_ID: moto 5.2.1 core/responses.py, get_current_account,
 // reads it before anything a request says), and waits until it answers: 1-2 s idle, up to 10 s
-// under load (../shared/TOOLCHAIN.md), here within a minute. It is moto's own server run by
+// under load (../shared/TOOLCHAIN.md), here within three minutes (a run niced beside a whole
+// make test waited over one). It is moto's own server run by
 // e2e/moto/launch.py, which corrects what moto 5.2.1 gets wrong of the calls Karpenter's real
 // controller makes and seeds what AWS itself owns (its comment says each, with both sources):
 // here the EKS AMIs of the function's default pin, and their public SSM parameters, in every
@@ -81,7 +82,7 @@ func startMoto(ctx context.Context, logDir, account string) (*proc, *emulatedAWS
 	}
 	endpoint := fmt.Sprintf("http://127.0.0.1:%d", port)
 	// moto's own API (moto 5.2.1 moto_api/_internal/urls.py: /moto-api/ is its dashboard).
-	if err := waitHealthy(ctx, time.Minute, "moto answering", p, endpoint+"/moto-api/"); err != nil {
+	if err := waitHealthy(ctx, 3*time.Minute, "moto answering", p, endpoint+"/moto-api/"); err != nil {
 		p.stop(time.Second)
 		return nil, nil, err
 	}
