@@ -76,7 +76,9 @@ def start(tmp):
                              "--port", str(port), "--seed", os.path.join(tmp, "seed.json")],
                             env=env, stdout=log, stderr=subprocess.STDOUT)
     endpoint = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 120
+    # moto imports every service it emulates: minutes on a loaded two-core machine (a niced run
+    # beside a whole make test waited over two).
+    deadline = time.time() + 300
     while True:
         try:
             with urllib.request.urlopen(endpoint + "/moto-api/", timeout=5) as r:
