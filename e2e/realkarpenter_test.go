@@ -141,7 +141,6 @@ func (c *claimedCluster) startKarpenter(ctx context.Context, ns, roleARN string)
 
 // A network is what the platform's prerequisites hold of a cluster's VPC in the emulator.
 type network struct {
-	vpc             string
 	private, public []string // subnet IDs, one per zone
 	clusterSG       string   // the cluster security group EKS creates
 	publicSG        string   // the public nodes' group the platform creates (<cluster>-public-nodes)
@@ -172,7 +171,6 @@ func (a *emulatedAWS) seedNetwork(ctx context.Context, cluster, region, publicSu
 	if err != nil {
 		return n, fmt.Errorf("VPC: %w", err)
 	}
-	n.vpc = aws.ToString(vpc.Vpc.VpcId)
 	subnet := func(i int, zone, role string) (string, error) {
 		out, err := a.ec2.CreateSubnet(ctx, &ec2.CreateSubnetInput{VpcId: vpc.Vpc.VpcId, AvailabilityZone: aws.String(region + zone),
 			CidrBlock: aws.String(fmt.Sprintf("10.20.%d.0/24", i)), TagSpecifications: tagged(ec2types.ResourceTypeSubnet,
@@ -488,12 +486,12 @@ func (a *emulatedAWS) runningInstances(ctx context.Context, region, cluster stri
 	return ids, nil
 }
 
-// interruptSpot puts on the region's default event bus the warning EC2 sends two minutes before
-// it reclaims a Spot instance (EventBridge's "EC2 Spot Instance Interruption Warning", source
-// aws.ec2, detail instance-id and instance-action: the EC2 user guide, spot-instance-termination-
-// notices; Karpenter v1.14.3 parses it in pkg/providers/sqs and
-// pkg/controllers/interruption/messages/spotinterruption). The emulator delivers it to the
-// targets of the rules whose pattern matches: the function's composed rules, nothing of ours.
+// interruptSpot puts on the region's default event bus the warning EC2 sends before it reclaims
+// a Spot instance, shaped as Karpenter v1.14.3 parses it: detail-type "EC2 Spot Instance
+// Interruption Warning" (pkg/controllers/interruption/messages/spotinterruption/parser.go,
+// DetailType), detail instance-id and instance-action (model.go); source aws.ec2 as in its design
+// (designs/interruption-handling.md). The emulator delivers it to the targets of the rules whose
+// pattern matches: the function's composed rules, nothing of ours.
 func (a *emulatedAWS) interruptSpot(ctx context.Context, region, instance string) error {
 	out, err := a.events.PutEvents(ctx, &eventbridge.PutEventsInput{Entries: []eventbridgetypes.PutEventsRequestEntry{{
 		Source: aws.String("aws.ec2"), DetailType: aws.String("EC2 Spot Instance Interruption Warning"),
@@ -689,10 +687,11 @@ func assertInstances(t *testing.T, claimed *claimedCluster, net network, region,
 	}
 }
 
-// instanceFamily reads an EC2 instance type's category and generation from its name, as AWS
-// names them (the EC2 instance types guide, instance-type-names: family letters, generation
-// digit, options, size: m6i.large is category m, generation 6).
-var instanceFamily = regexp.MustCompile(`^([a-z]+)(\d+)`)
+// instanceFamily reads an EC2 instance type's category (group 1) and generation (group 3) from its
+// name, as Karpenter derives the instance-category and instance-generation labels the pools'
+// requirements select (karpenter-provider-aws v1.14.3 pkg/providers/instancetype/types.go,
+// instanceTypeScheme: m6i.large is category m, generation 6; u-6tb1.metal category u, generation 1).
+var instanceFamily = regexp.MustCompile(`(^[a-z]+)(\-[0-9]+tb)?([0-9]+).*\.`)
 
 // outsideRequirements says how instanceType falls outside the NodePool's instance-category and
 // instance-generation requirements ("" when it is within).
@@ -701,7 +700,7 @@ func outsideRequirements(pool *unstructured.Unstructured, instanceType string) s
 	if m == nil {
 		return fmt.Sprintf("instance type %q is not named as EC2 names them", instanceType)
 	}
-	generation, _ := strconv.Atoi(m[2])
+	generation, _ := strconv.Atoi(m[3])
 	reqs, _, _ := unstructured.NestedSlice(pool.Object, "spec", "template", "spec", "requirements")
 	for _, r := range reqs {
 		req := r.(map[string]any)
