@@ -39,6 +39,10 @@ E2E_FLUX_HELM_VERSION := v1.6.2
 # (E2E_KARPENTER_GOTOOLCHAIN), downloaded by the go command on first use.
 E2E_KARPENTER_VERSION := v1.14.3
 E2E_KARPENTER_GOTOOLCHAIN := go1.27.3
+# The 1.15 controller TestRealKarpenter upgrades the claim to: v1.15.0, the newest 1.15 the
+# module proxy builds with Karpenter's own core (its wrapper's tools.go says why, and what it
+# replaces). Built with the same toolchain.
+E2E_KARPENTER_NEXT_VERSION := v1.15.0
 
 E2E_ETCD := $(E2E_BIN)/etcd-$(E2E_ETCD_VERSION)
 E2E_KUBE_APISERVER := $(E2E_BIN)/kube-apiserver-$(E2E_KUBERNETES_VERSION)
@@ -51,6 +55,7 @@ E2E_SOURCE_CONTROLLER := $(E2E_BIN)/source-controller-$(E2E_FLUX_SOURCE_VERSION)
 E2E_KUSTOMIZE_CONTROLLER := $(E2E_BIN)/kustomize-controller-$(E2E_FLUX_KUSTOMIZE_VERSION)
 E2E_HELM_CONTROLLER := $(E2E_BIN)/helm-controller-$(E2E_FLUX_HELM_VERSION)
 E2E_KARPENTER := $(E2E_BIN)/karpenter-controller-$(E2E_KARPENTER_VERSION)
+E2E_KARPENTER_NEXT := $(E2E_BIN)/karpenter-controller-$(E2E_KARPENTER_NEXT_VERSION)
 # Cold, the binaries build in two lanes at once (e2e-tools): one `go build` leaves a core idle
 # while it downloads its modules, compiles the last packages of its graph one after the other and
 # links. The builds that share packages run one after the other in one lane, where the first leaves
@@ -61,7 +66,8 @@ E2E_KARPENTER := $(E2E_BIN)/karpenter-controller-$(E2E_KARPENTER_VERSION)
 # the CLI, late in lane 1, build the versions the function's module does (make check-modules), so
 # they find most of their packages compiled by the unit tests. Cold times per binary:
 # docs/performance.md, "A cold make test".
-E2E_LANE_1 := $(E2E_KUBE_APISERVER) $(E2E_KUBE_CONTROLLER_MANAGER) $(E2E_KUBE_SCHEDULER) $(E2E_ETCD)
+E2E_LANE_1 := $(E2E_KUBE_APISERVER) $(E2E_KUBE_CONTROLLER_MANAGER) $(E2E_KUBE_SCHEDULER) $(E2E_ETCD) \
+  $(E2E_KARPENTER_NEXT)
 E2E_LANE_2 := $(E2E_PROVIDER_KUBERNETES) $(E2E_KUSTOMIZE_CONTROLLER) $(E2E_HELM_CONTROLLER) $(E2E_SOURCE_CONTROLLER) \
   $(E2E_KWOK) $(E2E_CROSSPLANE) $(E2E_KARPENTER)
 E2E_BINARIES := $(E2E_LANE_1) $(E2E_LANE_2)
@@ -107,6 +113,10 @@ $(E2E_PROVIDER_KUBERNETES): $(call wrapper,$(E2E_TOOLS_DIR)/controllers)
 $(E2E_KARPENTER): export GOTOOLCHAIN = $(E2E_KARPENTER_GOTOOLCHAIN)
 $(E2E_KARPENTER): $(call wrapper,$(E2E_TOOLS_DIR)/karpenter-1.14)
 	$(call e2e-build,karpenter-1.14,github.com/aws/karpenter-provider-aws,$(E2E_KARPENTER_VERSION),github.com/aws/karpenter-provider-aws/cmd/controller)
+
+$(E2E_KARPENTER_NEXT): export GOTOOLCHAIN = $(E2E_KARPENTER_GOTOOLCHAIN)
+$(E2E_KARPENTER_NEXT): $(call wrapper,$(E2E_TOOLS_DIR)/karpenter-1.15)
+	$(call e2e-build,karpenter-1.15,github.com/aws/karpenter-provider-aws,$(E2E_KARPENTER_NEXT_VERSION),github.com/aws/karpenter-provider-aws/cmd/controller)
 
 $(E2E_SOURCE_CONTROLLER): $(call wrapper,$(E2E_TOOLS_DIR)/controllers)
 	$(call e2e-build,controllers,github.com/fluxcd/source-controller,$(E2E_FLUX_SOURCE_VERSION),github.com/fluxcd/source-controller)
@@ -186,6 +196,7 @@ e2e-test: curl moto-server e2e-tools provider-aws-crds provider-kubernetes-crds 
 	  E2E_PROVIDER_KUBERNETES=$(E2E_PROVIDER_KUBERNETES) E2E_FLUX_CRDS="$$flux" \
 	  E2E_SOURCE_CONTROLLER=$(E2E_SOURCE_CONTROLLER) E2E_KUSTOMIZE_CONTROLLER=$(E2E_KUSTOMIZE_CONTROLLER) \
 	  E2E_HELM_CONTROLLER=$(E2E_HELM_CONTROLLER) E2E_KARPENTER=$(E2E_KARPENTER) E2E_KARPENTER_VERSION=$(E2E_KARPENTER_VERSION) \
+	  E2E_KARPENTER_NEXT=$(E2E_KARPENTER_NEXT) E2E_KARPENTER_NEXT_VERSION=$(E2E_KARPENTER_NEXT_VERSION) \
 	  E2E_FUNCTION=$(E2E_FUNCTION) E2E_FAKE_AWS=$(E2E_FAKE_AWS) E2E_PROVIDER_AWS_CRDS=$(PROVIDER_AWS_CRDS) \
 	  E2E_PROVIDER_KUBERNETES_CRDS=$(PROVIDER_KUBERNETES_CRDS) \
 	  E2E_CROSSPLANE_CRDS="$$xp/cluster/crds" E2E_KUBERNETES_SOURCES="$$(echo $$k8s)" E2E_LOAD_CLAIMS=$(E2E_LOAD_CLAIMS) E2E_LOAD_SETTLE=$(E2E_LOAD_SETTLE) \
