@@ -62,6 +62,8 @@ type claimedCluster struct {
 	// realKarpenter: Karpenter's real controller works on its objects (startKarpenter), so the
 	// stand-in does not. Set before standIns starts.
 	realKarpenter bool
+	// karpenterLog is the log of the Karpenter controller last started for it (startKarpenter).
+	karpenterLog string
 	// poll is how often the provider-kubernetes that applies to it re-reads a Ready Object
 	// (claimedOptions.poll, or its default).
 	poll time.Duration

@@ -194,39 +194,10 @@ func printWrites(t *testing.T, phase string, from, to time.Time) {
 func declareLoadClusters(t *testing.T, a *api, n int) []string {
 	t.Helper()
 	ctx := t.Context()
-	_, shipped, err := a.read("..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	compositions := gvr("apiextensions.crossplane.io", "v1", "compositions")
-	revisions := gvr("apiextensions.crossplane.io", "v1", "compositionrevisions")
-	live, err := cp.dyn.Resource(compositions).Get(ctx, shipped.GetName(), metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	spec, _, _ := unstructured.NestedMap(live.DeepCopy().Object, "spec")
-	t.Cleanup(func() {
-		u, err := cp.dyn.Resource(compositions).Get(context.Background(), shipped.GetName(), metav1.GetOptions{})
-		if err == nil {
-			u.Object["spec"] = spec
-			_, err = cp.dyn.Resource(compositions).Update(context.Background(), u, metav1.UpdateOptions{})
-		}
-		if err != nil {
-			t.Errorf("cannot put the Composition back: %v", err)
-		}
-	})
-
-	pipeline, _, _ := unstructured.NestedSlice(live.Object, "spec", "pipeline")
-	input, _, _ := unstructured.NestedMap(pipeline[0].(map[string]any), "input")
-	declared, _, _ := unstructured.NestedSlice(input, "tenancy", "clusters")
 	var names []string
 	for i := range n {
 		name := fmt.Sprintf("load-%03d", i)
 		names = append(names, name)
-		declared = append(declared, map[string]any{
-			"name": name, "account": testAccount, "region": "eu-west-3", "namespaces": []any{name},
-			"nodeIdentity": map[string]any{"roleArn": "arn:aws:iam::" + testAccount + ":role/" + name + "-nodes", "instanceProfile": name + "-nodes"},
-		})
 		// In AWS, what the platform's prerequisites hold for it: its EKS cluster, which the
 		// claim's observe-only Cluster reads, and its nodes' role.
 		if err := cp.aws.seed(ctx, declaredCluster{name: name, account: testAccount, region: "eu-west-3",
@@ -251,8 +222,53 @@ func declareLoadClusters(t *testing.T, a *api, n int) []string {
 			})
 		}
 	}
-	_ = unstructured.SetNestedSlice(input, declared, "tenancy", "clusters")
-	_ = unstructured.SetNestedMap(input, map[string]any{"key": "kubernetes.io/cluster/{cluster}", "value": "*"}, "nodes", "subnetClusterTag")
+	changeInput(t, a, func(input map[string]any) {
+		declared, _, _ := unstructured.NestedSlice(input, "tenancy", "clusters")
+		for _, name := range names {
+			declared = append(declared, map[string]any{
+				"name": name, "account": testAccount, "region": "eu-west-3", "namespaces": []any{name},
+				"nodeIdentity": map[string]any{"roleArn": "arn:aws:iam::" + testAccount + ":role/" + name + "-nodes", "instanceProfile": name + "-nodes"},
+			})
+		}
+		_ = unstructured.SetNestedSlice(input, declared, "tenancy", "clusters")
+		_ = unstructured.SetNestedMap(input, map[string]any{"key": "kubernetes.io/cluster/{cluster}", "value": "*"}, "nodes", "subnetClusterTag")
+	})
+	return names
+}
+
+// changeInput changes, as a platform engineer would, the function input of a's Composition as
+// the suite installed it, and returns once Crossplane has the CompositionRevision that holds the
+// change: the API's XRs move to it on their next reconcile, as both XRDs set
+// defaultCompositionUpdatePolicy: Automatic (apis/definition*.yaml). The Composition is put back as it was
+// before the first change when the test ends.
+func changeInput(t *testing.T, a *api, change func(input map[string]any)) {
+	t.Helper()
+	ctx := t.Context()
+	_, shipped, err := a.read("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	compositions := gvr("apiextensions.crossplane.io", "v1", "compositions")
+	revisions := gvr("apiextensions.crossplane.io", "v1", "compositionrevisions")
+	live, err := cp.dyn.Resource(compositions).Get(ctx, shipped.GetName(), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, _, _ := unstructured.NestedMap(live.DeepCopy().Object, "spec")
+	t.Cleanup(func() {
+		u, err := cp.dyn.Resource(compositions).Get(context.Background(), shipped.GetName(), metav1.GetOptions{})
+		if err == nil {
+			u.Object["spec"] = spec
+			_, err = cp.dyn.Resource(compositions).Update(context.Background(), u, metav1.UpdateOptions{})
+		}
+		if err != nil {
+			t.Errorf("cannot put the Composition back: %v", err)
+		}
+	})
+
+	pipeline, _, _ := unstructured.NestedSlice(live.Object, "spec", "pipeline")
+	input, _, _ := unstructured.NestedMap(pipeline[0].(map[string]any), "input")
+	change(input)
 	_ = unstructured.SetNestedMap(pipeline[0].(map[string]any), input, "input")
 	_ = unstructured.SetNestedSlice(live.Object, pipeline, "spec", "pipeline")
 
@@ -263,16 +279,15 @@ func declareLoadClusters(t *testing.T, a *api, n int) []string {
 		t.Fatal(err)
 	}
 	if _, err := cp.dyn.Resource(compositions).Update(ctx, live, metav1.UpdateOptions{}); err != nil {
-		t.Fatalf("the API server refused the Composition with %d clusters more: %v", n, err)
+		t.Fatalf("the API server refused the Composition's changed input: %v", err)
 	}
 	// A claim created before Crossplane has the new revision would start on the old one.
-	if err := waitFor(ctx, time.Minute, "a CompositionRevision of the tenancy with the load clusters", func() (bool, error) {
+	if err := waitFor(ctx, time.Minute, "a CompositionRevision of the changed input", func() (bool, error) {
 		l, err := cp.dyn.Resource(revisions).List(ctx, selector)
 		return err == nil && len(l.Items) > len(had.Items), nil
 	}); err != nil {
 		t.Fatal(err)
 	}
-	return names
 }
 
 // assertNothingShared checks that every claim composed every resource, each controlled by its

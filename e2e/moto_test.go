@@ -56,7 +56,7 @@ type emulatedAWS struct {
 // make test waited over one). It is moto's own server run by
 // e2e/moto/launch.py, which corrects what moto 5.2.1 gets wrong of the calls Karpenter's real
 // controller makes and seeds what AWS itself owns (its comment says each, with both sources):
-// here the EKS AMIs of the function's default pin, and their public SSM parameters, in every
+// here the EKS AMIs of two releases (seededReleases), and their public SSM parameters, in every
 // region the shipped tenancies declare a cluster in (amiSeed). Its state is its memory: it is
 // not started again should it exit (a restarted moto would have forgotten every resource).
 func startMoto(ctx context.Context, logDir, account string) (*proc, *emulatedAWS, error) {
@@ -89,11 +89,29 @@ func startMoto(ctx context.Context, logDir, account string) (*proc, *emulatedAWS
 	return p, newEmulatedAWS(endpoint, account), nil
 }
 
-// seededAMIs are the images the emulator holds (amiSeed), by ID: the architecture of each.
+// seededAMIs are the images the emulator holds (amiSeed), by ID: the release (vYYYYMMDD) of each.
 var seededAMIs = map[string]string{}
 
+// amisOf are the IDs of the seeded images of release (vYYYYMMDD).
+func amisOf(release string) []string {
+	var ids []string
+	for id, r := range seededAMIs {
+		if r == release {
+			ids = append(ids, id)
+		}
+	}
+	return slices.Sorted(slices.Values(ids))
+}
+
+// seededReleases are the AMI releases the emulator publishes: the function's default pin and the
+// release before it (internal/ami's list), which a cluster starts on to be moved to the default.
+func seededReleases() (previous, latest string) {
+	n := len(ami.Releases)
+	return ami.Releases[n-2].Name, strings.TrimPrefix(ami.Default, ami.Prefix)
+}
+
 // amiSeed writes into dir the emulator's images (MOTO_AMIS_PATH, e2e/moto/launch.py says the
-// format) and its public SSM parameters (--seed): for the function's default pin (ami.Default),
+// format) and its public SSM parameters (--seed): for both seeded releases (seededReleases),
 // Kubernetes clusterVersion and both architectures, the standard AL2023 EKS AMI and the
 // parameter Karpenter resolves the alias through, in every region a cluster of a shipped tenancy
 // is in: /aws/service/eks/optimized-ami/MINOR/amazon-linux-2023/ARCH/standard/
@@ -101,11 +119,6 @@ var seededAMIs = map[string]string{}
 // pkg/providers/amifamily/al2023.go, DescribeImageQuery; internal/ami says the same of v1.15.0).
 // Images are released at midnight of their release's date (its name, vYYYYMMDD).
 func amiSeed(dir string) (images, seed string, err error) {
-	release := strings.TrimPrefix(ami.Default, ami.Prefix)
-	created, err := time.Parse("20060102", strings.TrimPrefix(release, "v"))
-	if err != nil {
-		return "", "", fmt.Errorf("the default pin %s is no release: %w", ami.Default, err)
-	}
 	regions := map[string]bool{}
 	for _, a := range apis {
 		input, err := shippedInput(a)
@@ -117,15 +130,22 @@ func amiSeed(dir string) (images, seed string, err error) {
 		}
 	}
 	var imageList, params []map[string]any
-	for _, arch := range []string{"x86_64", "arm64"} {
-		name := fmt.Sprintf("amazon-eks-node-al2023-%s-standard-%s-%s", arch, clusterVersion, release)
-		id := fmt.Sprintf("ami-%017x", fnv64(name))
-		seededAMIs[id] = arch
-		imageList = append(imageList, map[string]any{"ami_id": id, "name": name, "architecture": arch, "state": "available",
-			"public": true, "creation_date": created.UTC().Format("2006-01-02T15:04:05.000Z")})
-		for _, region := range slices.Sorted(maps.Keys(regions)) {
-			params = append(params, map[string]any{"region": region, "value": id,
-				"name": fmt.Sprintf("/aws/service/eks/optimized-ami/%s/amazon-linux-2023/%s/standard/%s/image_id", clusterVersion, arch, name)})
+	previous, latest := seededReleases()
+	for _, release := range []string{previous, latest} {
+		created, err := time.Parse("20060102", strings.TrimPrefix(release, "v"))
+		if err != nil {
+			return "", "", fmt.Errorf("%s is no release: %w", release, err)
+		}
+		for _, arch := range []string{"x86_64", "arm64"} {
+			name := fmt.Sprintf("amazon-eks-node-al2023-%s-standard-%s-%s", arch, clusterVersion, release)
+			id := fmt.Sprintf("ami-%017x", fnv64(name))
+			seededAMIs[id] = release
+			imageList = append(imageList, map[string]any{"ami_id": id, "name": name, "architecture": arch, "state": "available",
+				"public": true, "creation_date": created.UTC().Format("2006-01-02T15:04:05.000Z")})
+			for _, region := range slices.Sorted(maps.Keys(regions)) {
+				params = append(params, map[string]any{"region": region, "value": id,
+					"name": fmt.Sprintf("/aws/service/eks/optimized-ami/%s/amazon-linux-2023/%s/standard/%s/image_id", clusterVersion, arch, name)})
+			}
 		}
 	}
 	images, seed = filepath.Join(dir, "moto-images.json"), filepath.Join(dir, "moto-seed.json")

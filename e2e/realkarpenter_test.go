@@ -26,6 +26,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/do-now/function-karpenter/internal/ami"
 )
 
 // Karpenter's real controller, run out of cluster for a claimed cluster (E2E_KARPENTER, built from
@@ -79,7 +82,10 @@ func (c *claimedCluster) karpenterEnv(ctx context.Context, ns string) (map[strin
 	return env, nil
 }
 
-// startKarpenter runs Karpenter's real controller for the claimed cluster with the environment
+// karpenterTail is the end of the log of the Karpenter controller last started for c.
+func (c *claimedCluster) karpenterTail() string { return tail(c.karpenterLog, 40) }
+
+// startKarpenter runs Karpenter's real controller bin, of version, for the claimed cluster with the environment
 // its installed Deployment gives it (karpenterEnv), changed only where running out of cluster
 // needs it: the claimed cluster's admin kubeconfig for the ServiceAccount's token, the Lease of
 // its leader election in its own namespace (no in-cluster namespace to default to:
@@ -87,12 +93,9 @@ func (c *claimedCluster) karpenterEnv(ctx context.Context, ns string) (map[strin
 // its own on loopback, and the AWS SDK pointed at the emulator with the credentials of a session
 // of the controller's role (roleARN, the composed role's ARN), as EKS Pod Identity gives the Pod:
 // moto's STS AssumeRole stands in for the Pod Identity agent, which moto lacks. It returns once
-// the controller answers its health probe; the controller stops when ctx ends.
-func (c *claimedCluster) startKarpenter(ctx context.Context, ns, roleARN string) (*proc, error) {
-	bin := os.Getenv("E2E_KARPENTER")
-	if bin == "" {
-		return nil, fmt.Errorf("E2E_KARPENTER must be set: run the suite with `make e2e-test`")
-	}
+// the controller answers its health probe and holds its leader election's Lease; the controller
+// stops when ctx ends.
+func (c *claimedCluster) startKarpenter(ctx context.Context, ns, roleARN, bin, version string) (*proc, error) {
 	env, err := c.karpenterEnv(ctx, ns)
 	if err != nil {
 		return nil, err
@@ -102,6 +105,21 @@ func (c *claimedCluster) startKarpenter(ctx context.Context, ns, roleARN string)
 		// pkg/operator/operator.go), which no Pod out of EC2 reaches.
 		return nil, fmt.Errorf("the installed controller has no AWS_REGION: %v", env)
 	}
+	// The Lease its leader election holds (sigs.k8s.io/karpenter v1.15.0
+	// pkg/operator/options/options.go, LeaderElectionName; v1.14.3's is the same), and who held
+	// it before: a controller started after another leads once it holds the Lease itself.
+	lease := env["LEADER_ELECTION_NAME"]
+	if lease == "" {
+		lease = "karpenter-leader-election"
+	}
+	heldBy := func() string {
+		l, err := c.kube.CoordinationV1().Leases(ns).Get(ctx, lease, metav1.GetOptions{})
+		if err != nil || l.Spec.HolderIdentity == nil {
+			return ""
+		}
+		return *l.Spec.HolderIdentity
+	}
+	before := heldBy()
 	session, err := cp.aws.sts.AssumeRole(ctx, &sts.AssumeRoleInput{RoleArn: aws.String(roleARN),
 		RoleSessionName: aws.String("eks-" + c.name + "-karpenter")})
 	if err != nil {
@@ -126,14 +144,24 @@ func (c *claimedCluster) startKarpenter(ctx context.Context, ns, roleARN string)
 	for _, k := range sortedKeys(env) {
 		list = append(list, k+"="+env[k])
 	}
-	p, err := startProc(c.logDir, "karpenter", list, bin)
+	p, err := startProc(c.logDir, "karpenter-"+version, list, bin)
 	if err != nil {
 		return nil, err
 	}
+	c.karpenterLog = p.log
 	go func() { <-ctx.Done(); p.stop(10 * time.Second) }()
 	// Ready once its caches synced and its CRDs are served (sigs.k8s.io/karpenter v1.14.3
 	// pkg/operator/operator.go, AddReadyzCheck).
 	if err := waitHealthy(ctx, 3*time.Minute, "Karpenter's controller healthy", p, fmt.Sprintf("http://127.0.0.1:%d/readyz", ports[1])); err != nil {
+		return p, fmt.Errorf("%w\n%s", err, tail(p.log, 30))
+	}
+	// It acts once it leads: the one before releases the Lease when it stops
+	// (LeaderElectionReleaseOnCancel, pkg/operator/operator.go).
+	err = waitFor(ctx, 3*time.Minute, "Karpenter's controller leading (Lease "+ns+"/"+lease+")", func() (bool, error) {
+		now := heldBy()
+		return now != "" && now != before, nil
+	})
+	if err != nil {
 		return p, fmt.Errorf("%w\n%s", err, tail(p.log, 30))
 	}
 	return p, nil
@@ -361,24 +389,39 @@ func taintsAt(u *unstructured.Unstructured, path ...string) ([]corev1.Taint, err
 // the emulator first (seedNetwork); the controller starts once the function's controller step
 // is Ready, configured as the installed chart configures it (startKarpenter). The stand-in for
 // Karpenter is off (realKarpenter); only the kubelet and the CNI of the nodes it launches are
-// played (joinNodes). Each scenario asserts what the real controller did:
+// played (joinNodes). The platform's input pins prod-eu to the AMI release before the default
+// and lets its pools consolidate after 30 s; the claim caps its public pool at 4 vCPU. Each
+// scenario asserts what the real controller did:
 //  1. both EC2NodeClasses Ready by Karpenter's own validation, resolving the seeded subnets,
 //     security groups and instance profile, and the AMIs of the pin (the emulator's seeded public
 //     parameters), and the claim Ready through NodeClassesValidated;
 //  2. pending pods get nodes: of the private pool when they tolerate no taint, of the public pool
 //     when they tolerate its taint and select it; instances the emulator runs in that pool's
-//     subnets and security group, of the platform's instance categories and generations, tagged
-//     as the pool's EC2NodeClass says; the pods run on them;
+//     subnets and security group, of the platform's instance categories and generations, on the
+//     pin's AMI, tagged as the pool's EC2NodeClass says; the pods run on them. More pods than the
+//     public pool's limits hold stay pending: Karpenter says the limits stop it, launches nothing
+//     more, and the claim's PoolsWithinLimits turns False;
 //  3. a Spot interruption warning put on the emulator's event bus for one instance reaches
 //     Karpenter through the composed rule, target and queue: Karpenter terminates that instance
 //     and launches a replacement the pods run on;
-//  4. deleting the claim while nodes run: Karpenter terminates every instance before the claim
-//     is gone, and the emulator runs none of the cluster's.
+//  4. once the public pool's pods are gone, Karpenter consolidates its empty node away after the
+//     pool's consolidateAfter, and the claim's PoolsWithinLimits turns True again;
+//  5. the platform moves prod-eu's pin to the default release: the EC2NodeClasses resolve its
+//     AMIs, Karpenter finds the private nodes drifted (AMIDrift) and replaces them, no more at
+//     once than the pool's disruption budget allows;
+//  6. the claim asks for the next minor (E2E_KARPENTER_NEXT_VERSION): once the function has
+//     upgraded the installed chart, its controller, started as that chart configures it, takes
+//     over the nodes the old one launched and disrupts none of them;
+//  7. deleting the claim while nodes run: the new controller terminates every instance the old
+//     one launched before the claim is gone, and the emulator runs none of the cluster's.
 func TestRealKarpenter(t *testing.T) {
 	timed(t)
-	version := strings.TrimPrefix(os.Getenv("E2E_KARPENTER_VERSION"), "v")
-	if version == "" {
-		t.Fatal("E2E_KARPENTER_VERSION must be set: run the suite with `make e2e-test`")
+	var bin, version, nextBin, next string
+	for env, into := range map[string]*string{"E2E_KARPENTER": &bin, "E2E_KARPENTER_VERSION": &version,
+		"E2E_KARPENTER_NEXT": &nextBin, "E2E_KARPENTER_NEXT_VERSION": &next} {
+		if *into = strings.TrimPrefix(os.Getenv(env), "v"); *into == "" {
+			t.Fatalf("%s must be set: run the suite with `make e2e-test`", env)
+		}
 	}
 	claimed, _, _ := realClaimedClusters(t, claimedOptions{poll: 20 * time.Second,
 		prepare: func(c *claimedCluster) { c.realKarpenter = true }}, "prod-eu")
@@ -396,6 +439,13 @@ func TestRealKarpenter(t *testing.T) {
 	if err != nil {
 		t.Fatalf("seeding prod-eu's network in the emulator: %v", err)
 	}
+	previous, latest := seededReleases()
+	const consolidateAfter = 30 * time.Second
+	changeTenancy(t, eu.name, func(cluster map[string]any) {
+		cluster["amiAlias"] = ami.Prefix + previous
+		cluster["pools"] = map[string]any{"minConsolidateAfter": consolidateAfter.String(),
+			"defaults": map[string]any{"consolidateAfter": consolidateAfter.String()}}
+	})
 
 	// The controller and the node-join stand-in run until everything the claim composed is gone:
 	// their cleanup is registered before the claim's deletion, so it runs after it.
@@ -403,12 +453,14 @@ func TestRealKarpenter(t *testing.T) {
 	t.Cleanup(stop)
 	c := newKarpenterFrom(t, claimAPI, "team-a", "karpenter", func(u *unstructured.Unstructured) {
 		_ = unstructured.SetNestedField(u.Object, version, "spec", "version")
+		_ = unstructured.SetNestedStringMap(u.Object, map[string]string{"cpu": "4", "memory": "64Gi"}, "spec", "pools", "public", "limits")
 	})
 	walk(t, nil, func() bool { return conditionStatus(c.get(), "ControllerReady") == "True" }, c)
 	resources, _ := c.composed()
 	roleARN, _, _ := unstructured.NestedString(resources["controller-role"].Object, "status", "atProvider", "arn")
 	start := time.Now()
-	if _, err := eu.startKarpenter(karpenterCtx, ns, roleARN); err != nil {
+	controller, err := eu.startKarpenter(karpenterCtx, ns, roleARN, bin, version)
+	if err != nil {
 		t.Fatal(err)
 	}
 	go eu.joinNodes(karpenterCtx, region)
@@ -421,7 +473,7 @@ func TestRealKarpenter(t *testing.T) {
 	// reads them again on its poll (20 s here), then Crossplane and the function (3 minutes on a
 	// busy machine, where one took over a minute).
 	c.waitCondition("NodeClassesValidated", "True", converge)
-	assertNodeClasses(t, eu, net)
+	assertNodeClasses(t, eu, net, previous)
 
 	// 2. Pending pods get nodes: of the private pool when they tolerate no taint, of the public
 	// pool when they tolerate its taint and select it.
@@ -432,8 +484,18 @@ func TestRealKarpenter(t *testing.T) {
 			t.Fatal(err)
 		}
 		nodes := eu.waitRunningOnKarpenterNodes(t, "inflate-"+pool, replicas, 8*time.Minute)
-		assertInstances(t, eu, net, region, pool, nodes)
+		assertInstances(t, eu, net, region, pool, previous, nodes)
 		t.Logf("%d pending pods running on %v %.1fs after their creation", replicas, nodes, time.Since(start).Seconds())
+	}
+	// The public pool is at its limits (4 vCPU): two pods more stay pending.
+	publicClaims := eu.poolNodeClaims(t, "public")
+	if err := eu.scale(ctx, "inflate-public", replicas+2); err != nil {
+		t.Fatal(err)
+	}
+	eu.waitLimitsRefusal(t, "inflate-public", "public")
+	c.waitCondition("PoolsWithinLimits", "False", converge, "public: cpu")
+	if got := eu.poolNodeClaims(t, "public"); !equalSets(got, publicClaims) {
+		t.Errorf("at its limits the public pool has NodeClaims %v, had %v: Karpenter launched past the limits", got, publicClaims)
 	}
 	launched := eu.waitRunningOnKarpenterNodes(t, "inflate-private", replicas, time.Minute)
 
@@ -448,7 +510,7 @@ func TestRealKarpenter(t *testing.T) {
 		return err == nil && !slices.Contains(running, interrupted.instance), nil
 	})
 	if err != nil {
-		t.Fatalf("%v\nKarpenter's log:\n%s", err, tail(eu.logDir+"/karpenter.log", 40))
+		t.Fatalf("%v\nKarpenter's log:\n%s", err, eu.karpenterTail())
 	}
 	after := eu.waitRunningOnKarpenterNodes(t, "inflate-private", replicas, 8*time.Minute)
 	if slices.ContainsFunc(after, func(n karpenterNode) bool { return n.instance == interrupted.instance }) {
@@ -456,11 +518,247 @@ func TestRealKarpenter(t *testing.T) {
 	}
 	t.Logf("Spot interruption of %s: the pods running on %v %.1fs after the warning", interrupted.instance, after, time.Since(start).Seconds())
 
-	// 4. The uninstall terminates every instance.
+	// 4. The public pool's pods go: Karpenter consolidates its empty node away.
+	start = time.Now()
+	if err := eu.scale(ctx, "inflate-public", 0); err != nil {
+		t.Fatal(err)
+	}
+	err = waitFor(ctx, 5*time.Minute, "Karpenter to consolidate the public pool's empty node", func() (bool, error) {
+		return len(eu.poolNodeClaims(t, "public")) == 0, nil
+	})
+	if err != nil {
+		t.Fatalf("%v\nKarpenter's log:\n%s", err, eu.karpenterTail())
+	}
+	if elapsed := time.Since(start); elapsed < consolidateAfter {
+		t.Errorf("the public pool's empty node went %.1fs after its pods, before its consolidateAfter %s", elapsed.Seconds(), consolidateAfter)
+	}
+	t.Logf("the public pool's empty node consolidated %.1fs after its pods went", time.Since(start).Seconds())
+	c.waitCondition("PoolsWithinLimits", "True", converge)
+
+	// 5. The platform moves prod-eu to the default release: Karpenter drifts the private nodes.
+	start = time.Now()
+	changeTenancy(t, eu.name, func(cluster map[string]any) { cluster["amiAlias"] = ami.Default })
+	eu.waitDriftReplaced(t, region, "private", after, latest)
+	moved := eu.waitRunningOnKarpenterNodes(t, "inflate-private", replicas, 8*time.Minute)
+	assertInstances(t, eu, net, region, "private", latest, moved)
+	assertNodeClasses(t, eu, net, latest)
+	t.Logf("AMI pin %s -> %s: the pods running on %v %.1fs after the platform's change", previous, latest, moved, time.Since(start).Seconds())
+
+	// 6. The claim moves to the next minor: once the function has upgraded the installed chart,
+	// the new controller, started as that chart configures it, takes over the nodes the old one
+	// launched and leaves them be.
+	start = time.Now()
+	var claimsBefore []string
+	err = waitFor(ctx, 2*time.Minute, "the drifted NodeClaims of the private pool gone", func() (bool, error) {
+		list, err := eu.dyn.Resource(nodeClaimGVR).List(ctx, metav1.ListOptions{LabelSelector: "karpenter.sh/nodepool=private"})
+		if err != nil {
+			return false, nil
+		}
+		claimsBefore = nil
+		for _, nc := range list.Items {
+			if nc.GetDeletionTimestamp() != nil {
+				return false, nil
+			}
+			claimsBefore = append(claimsBefore, nc.GetName())
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.setVersion(next); err != nil {
+		t.Fatal(err)
+	}
+	walk(t, nil, func() bool {
+		v := c.condition("VersionReady")
+		msg, _ := v["message"].(string)
+		return v != nil && v["status"] == "True" && strings.Contains(msg, "Karpenter "+next)
+	}, c)
+	controller.stop(10 * time.Second)
+	if _, err := eu.startKarpenter(karpenterCtx, ns, roleARN, nextBin, next); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("Karpenter %s's controller up %.1fs after the claim asked for it", next, time.Since(start).Seconds())
+	eu.holdNodes(t, region, "private", claimsBefore, moved)
+	if still := eu.waitRunningOnKarpenterNodes(t, "inflate-private", replicas, time.Minute); !equalSets(nodeNames(still), nodeNames(moved)) {
+		t.Errorf("under the new controller the pods run on %v, before on %v", still, moved)
+	}
+	c.waitCondition("Ready", "True", converge)
+
+	// 7. The uninstall terminates every instance.
 	c.deleteAndWait()
 	running, err := cp.aws.runningInstances(ctx, region, eu.name)
 	if err != nil || len(running) != 0 {
 		t.Errorf("after the uninstall the emulator still runs %v of prod-eu's instances (%v)", running, err)
+	}
+}
+
+// holdNodes checks that a newly started controller leaves the pool's nodes be: for a minute, six
+// rounds of Karpenter's disruption controller (sigs.k8s.io/karpenter v1.15.0
+// pkg/controllers/disruption/controller.go, pollingPeriod), the pool keeps exactly the NodeClaims
+// it had, none deleting nor Drifted, and the instances of nodes run.
+func (c *claimedCluster) holdNodes(t *testing.T, region, pool string, claims []string, nodes []karpenterNode) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) {
+		list, err := c.dyn.Resource(nodeClaimGVR).List(t.Context(), metav1.ListOptions{LabelSelector: "karpenter.sh/nodepool=" + pool})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, nc := range list.Items {
+			names = append(names, nc.GetName())
+			if nc.GetDeletionTimestamp() != nil || conditionStatus(&nc, "Drifted") == "True" {
+				t.Fatalf("the new controller disrupts NodeClaim %s: %s\nKarpenter's log:\n%s", nc.GetName(), conditionsText(&nc), c.karpenterTail())
+			}
+		}
+		if !equalSets(names, claims) {
+			t.Fatalf("the pool %s has NodeClaims %v under the new controller, had %v\nKarpenter's log:\n%s", pool, names, claims, c.karpenterTail())
+		}
+		running, err := cp.aws.runningInstances(t.Context(), region, c.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range nodes {
+			if !slices.Contains(running, n.instance) {
+				t.Fatalf("instance %s of node %s no longer runs under the new controller", n.instance, n.node)
+			}
+		}
+		time.Sleep(5 * time.Second)
+	}
+}
+
+// changeTenancy changes, in the claim API's function input, the tenancy entry of cluster.
+func changeTenancy(t *testing.T, cluster string, change func(map[string]any)) {
+	t.Helper()
+	changeInput(t, claimAPI, func(input map[string]any) {
+		clusters, _, _ := unstructured.NestedSlice(input, "tenancy", "clusters")
+		i := slices.IndexFunc(clusters, func(cl any) bool { return cl.(map[string]any)["name"] == cluster })
+		if i < 0 {
+			t.Fatalf("the tenancy declares no cluster %s", cluster)
+		}
+		change(clusters[i].(map[string]any))
+		_ = unstructured.SetNestedSlice(input, clusters, "tenancy", "clusters")
+	})
+}
+
+// poolNodeClaims are the names of the NodeClaims of pool in the claimed cluster, deleting or not.
+func (c *claimedCluster) poolNodeClaims(t *testing.T, pool string) []string {
+	t.Helper()
+	list, err := c.dyn.Resource(nodeClaimGVR).List(t.Context(), metav1.ListOptions{LabelSelector: "karpenter.sh/nodepool=" + pool})
+	if err != nil {
+		t.Fatalf("NodeClaims of pool %s: %v", pool, err)
+	}
+	var names []string
+	for _, nc := range list.Items {
+		names = append(names, nc.GetName())
+	}
+	return names
+}
+
+// scale sets the replicas of the inflate Deployment app.
+func (c *claimedCluster) scale(ctx context.Context, app string, replicas int32) error {
+	s, err := c.kube.AppsV1().Deployments("workload").GetScale(ctx, app, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	s.Spec.Replicas = replicas
+	_, err = c.kube.AppsV1().Deployments("workload").UpdateScale(ctx, app, s, metav1.UpdateOptions{})
+	return err
+}
+
+// limitsRefusal is what Karpenter's scheduler says of a pod only a pool at its limits could take
+// (sigs.k8s.io/karpenter v1.14.3 pkg/controllers/provisioning/scheduling/scheduler.go,
+// addToNewNodeClaim), in the FailedScheduling event it records on the pod (events.go,
+// PodFailedToScheduleEvent).
+const limitsRefusal = "all available instance types exceed limits for nodepool"
+
+// waitLimitsRefusal waits until Karpenter records, on a pending pod of the inflate Deployment app,
+// that pool's limits leave it no instance type.
+func (c *claimedCluster) waitLimitsRefusal(t *testing.T, app, pool string) {
+	t.Helper()
+	var seen []string
+	err := waitFor(t.Context(), 3*time.Minute, "Karpenter to refuse "+app+"'s pending pods for "+pool+"'s limits", func() (bool, error) {
+		pods, err := c.kube.CoreV1().Pods("workload").List(t.Context(), metav1.ListOptions{LabelSelector: "app=" + app})
+		if err != nil {
+			return false, nil
+		}
+		for _, p := range pods.Items {
+			if p.Status.Phase != corev1.PodPending {
+				continue
+			}
+			events, err := c.kube.CoreV1().Events("workload").List(t.Context(), metav1.ListOptions{
+				FieldSelector: "involvedObject.kind=Pod,involvedObject.name=" + p.Name + ",reason=FailedScheduling"})
+			if err != nil {
+				return false, nil
+			}
+			for _, e := range events.Items {
+				seen = append(seen, e.Message)
+				if strings.Contains(e.Message, limitsRefusal) && strings.Contains(e.Message, pool) {
+					return true, nil
+				}
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("%v; events seen: %q\nKarpenter's log:\n%s", err, seen, c.karpenterTail())
+	}
+}
+
+// waitDriftReplaced waits until Karpenter has replaced every one of nodes, the pool's nodes before
+// a change of its AMI pin, by nodes of release: each old NodeClaim Drifted for AMIDrift
+// (karpenter-provider-aws v1.14.3 pkg/cloudprovider/drift.go; the condition Drifted:
+// sigs.k8s.io/karpenter v1.14.3 pkg/apis/v1/nodeclaim_status.go) and its instance terminated. It
+// fails when more of the pool's NodeClaims are deleted at once than the pool's disruption budget
+// allows, rounded up as Karpenter rounds it (pkg/apis/v1/nodepool.go, GetAllowedDisruptions).
+func (c *claimedCluster) waitDriftReplaced(t *testing.T, region, pool string, nodes []karpenterNode, release string) {
+	t.Helper()
+	np, err := c.dyn.Resource(nodePoolGVR).Get(t.Context(), pool, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	budgets, _, _ := unstructured.NestedSlice(np.Object, "spec", "disruption", "budgets")
+	if len(budgets) != 1 {
+		t.Fatalf("NodePool %s has budgets %v: the suite reads one", pool, budgets)
+	}
+	budget, _ := budgets[0].(map[string]any)["nodes"].(string)
+	drifted := map[string]bool{}
+	var old []string
+	for _, n := range nodes {
+		old = append(old, n.instance)
+	}
+	mostDeleting, mostNodes := 0, 0
+	err = waitFor(t.Context(), 10*time.Minute, fmt.Sprintf("Karpenter to replace %v by nodes of %s", old, release), func() (bool, error) {
+		list, err := c.dyn.Resource(nodeClaimGVR).List(t.Context(), metav1.ListOptions{LabelSelector: "karpenter.sh/nodepool=" + pool})
+		if err != nil {
+			return false, nil
+		}
+		deleting := 0
+		for _, nc := range list.Items {
+			if nc.GetDeletionTimestamp() != nil {
+				deleting++
+			}
+			if d := condition(&nc, "Drifted"); d != nil && d["status"] == "True" && d["reason"] == "AMIDrift" {
+				drifted[nc.GetName()] = true
+			}
+		}
+		mostDeleting, mostNodes = max(mostDeleting, deleting), max(mostNodes, len(list.Items)-deleting)
+		running, err := cp.aws.runningInstances(t.Context(), region, c.name)
+		return err == nil && !slices.ContainsFunc(old, func(id string) bool { return slices.Contains(running, id) }), nil
+	})
+	if err != nil {
+		t.Fatalf("%v\nKarpenter's log:\n%s", err, c.karpenterTail())
+	}
+	if len(drifted) == 0 {
+		t.Errorf("no NodeClaim of pool %s was seen Drifted for AMIDrift", pool)
+	}
+	allowed, err := intstr.GetScaledValueFromIntOrPercent(new(intstr.Parse(budget)), mostNodes, true)
+	if err != nil {
+		t.Fatalf("NodePool %s budget %q: %v", pool, budget, err)
+	}
+	if mostDeleting > allowed {
+		t.Errorf("Karpenter deleted %d of pool %s's NodeClaims at once; its budget %s of %d nodes allows %d", mostDeleting, pool, budget, mostNodes, allowed)
 	}
 }
 
@@ -507,8 +805,8 @@ func (a *emulatedAWS) interruptSpot(ctx context.Context, region, instance string
 // assertNodeClasses checks what Karpenter resolved of each EC2NodeClass against what the
 // emulator holds: Ready by its own validation; the private class the private subnets and the
 // cluster security group, the public one the public subnets and the public nodes' group; both the
-// instance profile the tenancy declares and AMIs of the pin the emulator publishes.
-func assertNodeClasses(t *testing.T, claimed *claimedCluster, net network) {
+// instance profile the tenancy declares and AMIs of release the emulator publishes.
+func assertNodeClasses(t *testing.T, claimed *claimedCluster, net network, release string) {
 	t.Helper()
 	declared, _ := claimed.declared()
 	profile, _, _ := unstructured.NestedString(declared, "nodeIdentity", "instanceProfile")
@@ -540,9 +838,8 @@ func assertNodeClasses(t *testing.T, claimed *claimedCluster, net network) {
 		if got, _, _ := unstructured.NestedString(class.Object, "status", "instanceProfile"); got != profile {
 			t.Errorf("EC2NodeClass %s resolved instance profile %q, want the tenancy's %q", name, got, profile)
 		}
-		amis := ids("amis")
-		if len(amis) == 0 || slices.ContainsFunc(amis, func(id string) bool { _, ok := seededAMIs[id]; return !ok }) {
-			t.Errorf("EC2NodeClass %s resolved AMIs %v, want some of the pin's %v", name, amis, slices.Sorted(maps.Keys(seededAMIs)))
+		if got, want := ids("amis"), amisOf(release); !equalSets(got, want) {
+			t.Errorf("EC2NodeClass %s resolved AMIs %v, want release %s's %v", name, got, release, want)
 		}
 	}
 }
@@ -592,6 +889,15 @@ func (c *claimedCluster) inflate(ctx context.Context, app, pool string, replicas
 // A karpenterNode is a node Karpenter launched that pods of an inflate Deployment run on.
 type karpenterNode struct{ node, pool, instance string }
 
+// nodeNames are the names of nodes.
+func nodeNames(nodes []karpenterNode) []string {
+	var names []string
+	for _, n := range nodes {
+		names = append(names, n.node)
+	}
+	return names
+}
+
 // waitRunningOnKarpenterNodes waits until n pods of the inflate Deployment app are Running, each
 // on a node of a NodePool, and returns those nodes.
 func (c *claimedCluster) waitRunningOnKarpenterNodes(t *testing.T, app string, n int, timeout time.Duration) []karpenterNode {
@@ -625,7 +931,7 @@ func (c *claimedCluster) waitRunningOnKarpenterNodes(t *testing.T, app string, n
 		for _, nc := range claims.Items {
 			fmt.Fprintf(&b, "  NodeClaim %s: %s\n", nc.GetName(), conditionsText(&nc))
 		}
-		t.Fatalf("%v\nNodeClaims:\n%sKarpenter's log:\n%s", err, b.String(), tail(c.logDir+"/karpenter.log", 40))
+		t.Fatalf("%v\nNodeClaims:\n%sKarpenter's log:\n%s", err, b.String(), c.karpenterTail())
 	}
 	return nodes
 }
@@ -633,8 +939,8 @@ func (c *claimedCluster) waitRunningOnKarpenterNodes(t *testing.T, app string, n
 // assertInstances checks each launched node's instance as the emulator runs it: of the pool
 // wanted, in one of its subnets and its security group (network.pool), of an instance type within the pool's requirements
 // (category and generation, as its NodePool in the claimed cluster states them), with an AMI of
-// the pin, tagged with its EC2NodeClass's tags and its pool.
-func assertInstances(t *testing.T, claimed *claimedCluster, net network, region, wantPool string, nodes []karpenterNode) {
+// release, tagged with its EC2NodeClass's tags and its pool.
+func assertInstances(t *testing.T, claimed *claimedCluster, net network, region, wantPool, release string, nodes []karpenterNode) {
 	t.Helper()
 	subnets, securityGroups := net.pool(wantPool)
 	for _, n := range nodes {
@@ -659,8 +965,8 @@ func assertInstances(t *testing.T, claimed *claimedCluster, net network, region,
 		if !equalSets(groups, securityGroups) {
 			t.Errorf("instance %s has security groups %v, want the %s pool's %v", n.instance, groups, wantPool, securityGroups)
 		}
-		if _, ok := seededAMIs[aws.ToString(i.ImageId)]; !ok {
-			t.Errorf("instance %s runs AMI %s, not one of the pin's", n.instance, aws.ToString(i.ImageId))
+		if got := aws.ToString(i.ImageId); seededAMIs[got] != release {
+			t.Errorf("instance %s runs AMI %s (release %q), not one of release %s's", n.instance, got, seededAMIs[got], release)
 		}
 		pool, err := claimed.dyn.Resource(nodePoolGVR).Get(t.Context(), n.pool, metav1.GetOptions{})
 		if err != nil {
