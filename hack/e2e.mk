@@ -62,9 +62,11 @@ E2E_KARPENTER_NEXT := $(E2E_BIN)/karpenter-controller-$(E2E_KARPENTER_NEXT_VERSI
 # its packages in Go's build cache for the next: Kubernetes' three components (one wrapper), and
 # the five controllers of e2e/tools/controllers (one wrapper, whose tools.go says why). The two
 # lanes share almost nothing: Kubernetes' and etcd's wrappers build the versions their releases
-# pin, the controllers' wrapper Kubernetes' v0.36 libraries. Crossplane core, last in lane 2, and
+# pin, the controllers' wrapper Kubernetes' v0.36 libraries. Crossplane core, late in lane 2, and
 # the CLI, late in lane 1, build the versions the function's module does (make check-modules), so
-# they find most of their packages compiled by the unit tests. Cold times per binary:
+# they find most of their packages compiled by the unit tests. Karpenter's two controllers, one
+# in each lane after the rest of its end-to-end binaries, build with a toolchain of their own and
+# share no compiled package with the rest. Cold times per binary:
 # docs/performance.md, "A cold make test".
 E2E_LANE_1 := $(E2E_KUBE_APISERVER) $(E2E_KUBE_CONTROLLER_MANAGER) $(E2E_KUBE_SCHEDULER) $(E2E_ETCD) \
   $(E2E_KARPENTER_NEXT)
@@ -156,7 +158,7 @@ E2E_FAKE_AWS := $(CACHE)/e2e/fake-aws/aws
 # TestRealProviderKubernetes). Five shards at once (13 API servers, load
 # average 30-45 on two cores, while the fake provider still listed every kind four times a
 # second) made tests time out that pass alone. TestRealKarpenter (one claimed cluster and Karpenter's
-# real controller, 8 minutes alone) joins the second, the shortest. A new test lands in the last shard.
+# real controller, 10 minutes alone) joins the second, the shortest. A new test lands in the last shard.
 E2E_SHARDS := '^(TestFaults|TestDeletion|TestProviderErrorOnRole)$$' \
   '^(TestWalkToReady|TestAccessCheckFails|TestRealKarpenter)$$' \
   '^(TestTwoClusters|TestOutOfBandStatementNotKept|TestOneKarpenterPerCluster)$$'

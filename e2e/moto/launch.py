@@ -74,6 +74,17 @@ Corrections (monkeypatches; site-packages untouched):
    ReservedCapacity, on by default). Now answered as EC2 answers an account without
    reservations: none, and InvalidCapacityReservationId.NotFound for an ID (which Karpenter reads
    as none, provider.go:84-91).
+6. RunInstances from a launch template whose instance profile IAM does not hold launches (and
+   its dry run answers DryRunOperation): moto checks only a profile given in the request itself
+   (moto ec2/responses/instances.py, run_instances; ec2/utils.py, filter_iam_instance_profiles).
+   Karpenter v1.14.3 names its profile in the launch template (launchtemplate/types.go:96-150)
+   and validates each EC2NodeClass with a RunInstances dry run from that template
+   (pkg/controllers/nodeclass/validation.go:296-330), reading EC2's refusal of an unknown profile
+   as code InvalidParameterValue with "Invalid IAM Instance Profile name" in its message
+   (pkg/errors/errors.go:216-224, IsInstanceProfileNotFound; the message also holds
+   "iamInstanceProfile.name is invalid", errors.go:258): until the dry run passes, the class is
+   not validated and nothing launches. Now refused so. (CreateFleet still launches: correction 3
+   leaves such an instance without a profile.)
 """
 import argparse
 import datetime
@@ -161,6 +172,25 @@ def correct():
         return ActionResult({"CapacityReservations": []})
 
     EC2Response.describe_capacity_reservations = describe_capacity_reservations
+
+    # 6. RunInstances from a template whose instance profile IAM does not hold.
+    from moto.iam import iam_backends
+    run_instances = EC2Response.run_instances
+
+    def run_instances_checking_profile(self):
+        lt = self._get_param("LaunchTemplate", {}) or {}
+        if lt.get("LaunchTemplateId") or lt.get("LaunchTemplateName"):
+            template = (self.ec2_backend.get_launch_template(lt["LaunchTemplateId"]) if lt.get("LaunchTemplateId")
+                        else self.ec2_backend.get_launch_template_by_name(lt["LaunchTemplateName"]))
+            data = template.get_version(lt.get("Version") or "$Default").data
+            name = (data.get("IamInstanceProfile") or {}).get("Name")
+            held = [p.name for p in iam_backends[self.current_account][self.partition].get_instance_profiles()]
+            if name and name not in held:
+                raise EC2ClientError("InvalidParameterValue",
+                                     f"Value ({name}) for parameter iamInstanceProfile.name is invalid. Invalid IAM Instance Profile name")
+        return run_instances(self)
+
+    EC2Response.run_instances = run_instances_checking_profile
 
 
 def seed(path):

@@ -183,14 +183,14 @@ def run(endpoint):
     check(code(lambda: ec2.describe_launch_templates(LaunchTemplateNames=[lt_name])) == "InvalidLaunchTemplateName.NotFoundException",
           "DescribeLaunchTemplates of a missing name: InvalidLaunchTemplateName.NotFoundException (Karpenter then creates it)")
 
-    def launch_template(name, spot):
+    def launch_template(name, spot, profile=f"{CLUSTER}_1234"):
         data_tags = [{"ResourceType": "network-interface", "Tags": tags(karpenter_tags)}]
         if spot:
             data_tags.append({"ResourceType": "spot-instances-request", "Tags": tags(karpenter_tags)})
         ec2.create_launch_template(LaunchTemplateName=name, LaunchTemplateData={
             "BlockDeviceMappings": [{"DeviceName": "/dev/xvda", "Ebs": {"DeleteOnTermination": True, "Encrypted": True,
                                                                         "Iops": 3000, "Throughput": 125, "VolumeSize": 20, "VolumeType": "gp3"}}],
-            "IamInstanceProfile": {"Name": f"{CLUSTER}_1234"},
+            "IamInstanceProfile": {"Name": profile},
             "Monitoring": {"Enabled": False},
             "UserData": base64.b64encode(b"MIME-Version: 1.0\n").decode(),
             "ImageId": AMI["x86_64"],
@@ -230,6 +230,19 @@ def run(endpoint):
                                          NetworkInterfaces=[{"DeviceIndex": 0, "SubnetId": subnets["eu-west-1a"]["SubnetId"]}],
                                          TagSpecifications=[{"ResourceType": r, "Tags": tags(karpenter_tags)} for r in ("instance", "volume", "network-interface")]))
           == "DryRunOperation", "RunInstances(DryRun): DryRunOperation")
+    # A template naming a profile IAM does not hold: EC2 refuses the dry run as Karpenter reads it
+    # (pkg/errors/errors.go:216-224, 258).
+    launch_template(lt_name + "-gone", spot=False, profile="no-such-profile")
+    try:
+        ec2.run_instances(DryRun=True, MinCount=1, MaxCount=1, InstanceType="m5.large",
+                          LaunchTemplate={"LaunchTemplateName": lt_name + "-gone", "Version": "$Latest"},
+                          NetworkInterfaces=[{"DeviceIndex": 0, "SubnetId": subnets["eu-west-1a"]["SubnetId"]}])
+        refused = None
+    except ClientError as e:
+        refused = e.response["Error"]
+    check(refused is not None and refused["Code"] == "InvalidParameterValue" and "Invalid IAM Instance Profile name" in refused["Message"]
+          and "iamInstanceProfile.name is invalid" in refused["Message"], f"RunInstances(DryRun) with an unknown instance profile: {refused}")
+    ec2.delete_launch_template(LaunchTemplateName=lt_name + "-gone")
     check(ec2.describe_instances()["Reservations"] == [], "no instance after the dry runs")
 
     launched = {}
