@@ -553,6 +553,29 @@ func TestUpgradeBeforeNodesExist(t *testing.T) {
 		t.Errorf("ControllerReady %q, want it to say the claimed cluster has not taken the change", msg)
 	}
 
+	// The claimed cluster refuses the change: provider-kubernetes reports why as Synced=False
+	// (crossplane-runtime v2.4.0 pkg/reconciler/managed/reconciler.go, errReconcileUpdate;
+	// provider-kubernetes v1.3.1 internal/controller/namespaced/object/object.go, errApplyObject;
+	// the API server's words, k8s.io/apiserver v0.35.4
+	// pkg/admission/plugin/webhook/errors/statuserror.go, ToStatusErr), the Object still Ready
+	// for the object as it was. The claim carries it word for word.
+	refused := "update failed: cannot apply object: admission webhook \"validate.kyverno.svc-fail\" denied the request: " +
+		"resource Kustomization/flux-system/prod-eu-karpenter-controller was blocked due to the following policies"
+	observed = aws.observe(rsp, true)
+	observed["controller-kustomization"] = behind(observed["controller-kustomization"], before)
+	status := observed["controller-kustomization"]["status"].(map[string]any)
+	conditions := []any{map[string]any{"type": "Synced", "status": "False", "reason": "ReconcileError", "message": refused}}
+	for _, c := range status["conditions"].([]any) {
+		if c.(map[string]any)["type"] != "Synced" {
+			conditions = append(conditions, c)
+		}
+	}
+	status["conditions"] = conditions
+	rsp = call()
+	if msg := conditionMessage(rsp, "ControllerReady"); !strings.Contains(msg, "Synced=False (ReconcileError): "+refused) {
+		t.Errorf("ControllerReady %q, want provider-kubernetes' refusal word for word", msg)
+	}
+
 	// Flux took the new spec, but reports the generation before.
 	observed = aws.observe(rsp, true)
 	manifest := observed["controller-kustomization"]["status"].(map[string]any)["atProvider"].(map[string]any)["manifest"].(map[string]any)

@@ -211,7 +211,11 @@ func (s Step) observe(name resource.Name, desired runtime.Object, ocd resource.O
 		return h // the access check: its Pod's name changes with its spec
 	}
 	if why := Behind(cd, ocd.Resource); why != "" {
-		return Health{Problems: []string{why}}
+		// With provider-kubernetes' own words when the claimed cluster
+		// refuses the change (an admission webhook, a validation error),
+		// which it reports as Synced=False while the Object stays Ready
+		// for the object as it was.
+		return Health{Problems: append([]string{why}, problemsOf(ocd.Resource)...)}
 	}
 	return h
 }
