@@ -205,6 +205,19 @@ func (c *claimedCluster) podIdentityEnv(ctx context.Context, p *corev1.Pod) ([]s
 // podIdentity is the session EKS Pod Identity gives Pod p (see podIdentityEnv), or "" when no
 // Ready association names its cluster, namespace and ServiceAccount.
 func (c *claimedCluster) podIdentity(ctx context.Context, p *corev1.Pod) (string, error) {
+	roleARN, err := c.podIdentityRole(ctx, p)
+	if err != nil || roleARN == "" {
+		return "", err
+	}
+	// arn:aws:iam::ACCOUNT:role/PATH/NAME
+	parts := strings.Split(roleARN, ":")
+	role := parts[5][strings.LastIndex(parts[5], "/")+1:]
+	return fmt.Sprintf("arn:aws:sts::%s:assumed-role/%s/eks-%s-%s-%s", parts[4], role, c.name, p.Name, p.UID), nil
+}
+
+// podIdentityRole is the ARN of the role a Ready Pod Identity association names for Pod p's
+// cluster, namespace and ServiceAccount, or "" when none does.
+func (c *claimedCluster) podIdentityRole(ctx context.Context, p *corev1.Pod) (string, error) {
 	for _, k := range composedKinds {
 		if k.kind != "PodIdentityAssociation" {
 			continue
@@ -222,13 +235,10 @@ func (c *claimedCluster) podIdentity(ctx context.Context, p *corev1.Pod) (string
 				conditionStatus(&a, "Ready") != "True" {
 				continue
 			}
-			// arn:aws:iam::ACCOUNT:role/PATH/NAME
-			parts := strings.Split(fp["roleArn"], ":")
-			if len(parts) != 6 {
+			if parts := strings.Split(fp["roleArn"], ":"); len(parts) != 6 {
 				return "", fmt.Errorf("association %s: roleArn %q is no role ARN", a.GetName(), fp["roleArn"])
 			}
-			role := parts[5][strings.LastIndex(parts[5], "/")+1:]
-			return fmt.Sprintf("arn:aws:sts::%s:assumed-role/%s/eks-%s-%s-%s", parts[4], role, c.name, p.Name, p.UID), nil
+			return fp["roleArn"], nil
 		}
 	}
 	fmt.Printf("e2e: claimed cluster %s: no Pod Identity association Ready for %s/%s: Pod %s gets no credentials\n", c.name, p.Namespace, p.Spec.ServiceAccountName, p.Name)

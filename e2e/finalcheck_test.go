@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sts"
 	authv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -94,18 +96,26 @@ func (c *claimedCluster) runFinalCheck(ctx context.Context, p *corev1.Pod) (*pro
 	if err != nil {
 		return nil, err
 	}
+	// Its AWS: the stand-in, as the identity EKS Pod Identity gives its ServiceAccount
+	// (podIdentity); where Karpenter's real controller runs (realKarpenter), the real AWS CLI
+	// against the emulator, as a session of that identity's role (emulatedAWSEnv).
+	awsCLI, awsEnv := []byte(standInAWS), []string(nil)
+	identity, err := c.podIdentity(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	if c.realKarpenter {
+		if awsCLI, awsEnv, err = c.emulatedAWSEnv(ctx, p); err != nil {
+			return nil, err
+		}
+	}
 	for path, b := range map[string][]byte{
 		filepath.Join(sa, "token"): []byte(tok.Status.Token), filepath.Join(sa, "ca.crt"): c.ca.certPEM,
-		filepath.Join(bin, "aws"): []byte(standInAWS),
+		filepath.Join(bin, "aws"): awsCLI,
 	} {
 		if err := os.WriteFile(path, b, 0o755); err != nil {
 			return nil, err
 		}
-	}
-	// Its AWS identity: what EKS Pod Identity gives its ServiceAccount (podIdentity).
-	identity, err := c.podIdentity(ctx, p)
-	if err != nil {
-		return nil, err
 	}
 	server, err := url.Parse(c.cfg.Host)
 	if err != nil {
@@ -119,8 +129,36 @@ func (c *claimedCluster) runFinalCheck(ctx context.Context, p *corev1.Pod) (*pro
 		env = append(env, e.Name+"="+e.Value)
 	}
 	// The container's HOME is /tmp, its own emptyDir: here, a directory of the Pod's own.
-	env = append(env, "HOME="+dir)
+	env = append(append(env, "HOME="+dir), awsEnv...)
 	return startProc(c.logDir, "final-check-"+p.Name, env, ctr.Command[0], ctr.Command[1:]...)
+}
+
+// emulatedAWSEnv is the AWS CLI of Pod p where the emulator is the cluster's AWS: the real AWS
+// CLI v2 (E2E_AWS_CLI, Debian's awscli: make e2e-test installs it), called through a one-line
+// script that points it at the emulator, since 2.9.19 reads no AWS_ENDPOINT_URL (tried on this
+// machine: it called ec2.eu-west-3.amazonaws.com) and takes --endpoint-url only; and the
+// environment of a session of the role EKS Pod Identity gives the Pod's ServiceAccount, from the
+// emulator's STS AssumeRole (the stand-in for the Pod Identity agent, as for Karpenter's
+// controller). A Pod no Ready association names gets no credentials, as in EKS.
+func (c *claimedCluster) emulatedAWSEnv(ctx context.Context, p *corev1.Pod) ([]byte, []string, error) {
+	cli := os.Getenv("E2E_AWS_CLI")
+	if cli == "" {
+		return nil, nil, fmt.Errorf("E2E_AWS_CLI must be set: run the suite with `make e2e-test`")
+	}
+	script := []byte("#!/bin/sh\nexec " + cli + " --endpoint-url \"$AWS_ENDPOINT_URL\" \"$@\"\n")
+	env := []string{"AWS_ENDPOINT_URL=" + cp.aws.endpoint, "AWS_EC2_METADATA_DISABLED=true"}
+	roleARN, err := c.podIdentityRole(ctx, p)
+	if err != nil || roleARN == "" {
+		return script, env, err
+	}
+	session, err := cp.aws.sts.AssumeRole(ctx, &sts.AssumeRoleInput{RoleArn: aws.String(roleARN),
+		RoleSessionName: aws.String("eks-" + c.name + "-" + string(p.UID)[:8])})
+	if err != nil {
+		return nil, nil, fmt.Errorf("a session of %s for Pod %s: %w", roleARN, p.Name, err)
+	}
+	return script, append(env, "AWS_ACCESS_KEY_ID="+aws.ToString(session.Credentials.AccessKeyId),
+		"AWS_SECRET_ACCESS_KEY="+aws.ToString(session.Credentials.SecretAccessKey),
+		"AWS_SESSION_TOKEN="+aws.ToString(session.Credentials.SessionToken)), nil
 }
 
 // awsCalls is how much the final checks' stand-in AWS CLI has been asked so far, in the claimed

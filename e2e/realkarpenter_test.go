@@ -4,9 +4,11 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -191,14 +193,34 @@ func (n network) pool(name string) (subnets, groups []string) {
 // base selects it by (examples/gitops/nodes/private.yaml); and the platform's security group for
 // public nodes, named <cluster><publicSuffix> (the function input's
 // nodes.publicSecurityGroupSuffix). Nothing here is read from what the function composed: a
-// selector that does not select these fails the test.
-func (a *emulatedAWS) seedNetwork(ctx context.Context, cluster, region, publicSuffix string, zones []string) (network, error) {
+// selector that does not select these fails the test. They are deleted when the test ends, so
+// that the next test's selectors find its network alone.
+func (a *emulatedAWS) seedNetwork(t *testing.T, cluster, region, publicSuffix string, zones []string) (network, error) {
+	ctx := t.Context()
 	in := func(o *ec2.Options) { o.Region = region }
 	var n network
 	vpc, err := a.ec2.CreateVpc(ctx, &ec2.CreateVpcInput{CidrBlock: aws.String("10.20.0.0/16")}, in)
 	if err != nil {
 		return n, fmt.Errorf("VPC: %w", err)
 	}
+	t.Cleanup(func() {
+		ctx := context.Background()
+		var errs []error
+		for _, g := range []string{n.clusterSG, n.publicSG} {
+			if g != "" {
+				_, err := a.ec2.DeleteSecurityGroup(ctx, &ec2.DeleteSecurityGroupInput{GroupId: aws.String(g)}, in)
+				errs = append(errs, err)
+			}
+		}
+		for _, s := range slices.Concat(n.private, n.public) {
+			_, err := a.ec2.DeleteSubnet(ctx, &ec2.DeleteSubnetInput{SubnetId: aws.String(s)}, in)
+			errs = append(errs, err)
+		}
+		_, err := a.ec2.DeleteVpc(ctx, &ec2.DeleteVpcInput{VpcId: vpc.Vpc.VpcId}, in)
+		if err := errors.Join(append(errs, err)...); err != nil {
+			t.Errorf("deleting %s's seeded network: %v", cluster, err)
+		}
+	})
 	subnet := func(i int, zone, role string) (string, error) {
 		out, err := a.ec2.CreateSubnet(ctx, &ec2.CreateSubnetInput{VpcId: vpc.Vpc.VpcId, AvailabilityZone: aws.String(region + zone),
 			CidrBlock: aws.String(fmt.Sprintf("10.20.%d.0/24", i)), TagSpecifications: tagged(ec2types.ResourceTypeSubnet,
@@ -413,58 +435,23 @@ func taintsAt(u *unstructured.Unstructured, path ...string) ([]corev1.Taint, err
 //     upgraded the installed chart, its controller, started as that chart configures it, takes
 //     over the nodes the old one launched and disrupts none of them;
 //  7. deleting the claim while nodes run: the new controller terminates every instance the old
-//     one launched before the claim is gone, and the emulator runs none of the cluster's.
+//     one launched; the final check, listing them with the real AWS CLI against the emulator,
+//     lets the uninstall go on once none is left, and the emulator runs none of the cluster's.
 func TestRealKarpenter(t *testing.T) {
 	timed(t)
-	var bin, version, nextBin, next string
-	for env, into := range map[string]*string{"E2E_KARPENTER": &bin, "E2E_KARPENTER_VERSION": &version,
-		"E2E_KARPENTER_NEXT": &nextBin, "E2E_KARPENTER_NEXT_VERSION": &next} {
-		if *into = strings.TrimPrefix(os.Getenv(env), "v"); *into == "" {
-			t.Fatalf("%s must be set: run the suite with `make e2e-test`", env)
-		}
-	}
-	claimed, _, _ := realClaimedClusters(t, claimedOptions{poll: 20 * time.Second,
-		prepare: func(c *claimedCluster) { c.realKarpenter = true }}, "prod-eu")
-	eu := claimed["prod-eu"]
-	ctx := t.Context()
-	input := platformInput(t, claimAPI)
-	declared, err := eu.declared()
-	if err != nil {
-		t.Fatal(err)
-	}
-	region, _ := declared["region"].(string)
-	suffix, _, _ := unstructured.NestedString(input, "nodes", "publicSecurityGroupSuffix")
-	ns, _, _ := unstructured.NestedString(input, "podIdentity", "namespace")
-	net, err := cp.aws.seedNetwork(ctx, eu.name, region, suffix, []string{"a", "b", "c"})
-	if err != nil {
-		t.Fatalf("seeding prod-eu's network in the emulator: %v", err)
-	}
 	previous, latest := seededReleases()
 	const consolidateAfter = 30 * time.Second
-	changeTenancy(t, eu.name, func(cluster map[string]any) {
+	r := startRealKarpenter(t, claimAPI, func(cluster map[string]any) {
 		cluster["amiAlias"] = ami.Prefix + previous
 		cluster["pools"] = map[string]any{"minConsolidateAfter": consolidateAfter.String(),
 			"defaults": map[string]any{"consolidateAfter": consolidateAfter.String()}}
-	})
-
-	// The controller and the node-join stand-in run until everything the claim composed is gone:
-	// their cleanup is registered before the claim's deletion, so it runs after it.
-	karpenterCtx, stop := context.WithCancel(context.Background())
-	t.Cleanup(stop)
-	c := newKarpenterFrom(t, claimAPI, "team-a", "karpenter", func(u *unstructured.Unstructured) {
-		_ = unstructured.SetNestedField(u.Object, version, "spec", "version")
+	}, func(u *unstructured.Unstructured) {
 		_ = unstructured.SetNestedStringMap(u.Object, map[string]string{"cpu": "4", "memory": "64Gi"}, "spec", "pools", "public", "limits")
 	})
-	walk(t, nil, func() bool { return conditionStatus(c.get(), "ControllerReady") == "True" }, c)
-	resources, _ := c.composed()
-	roleARN, _, _ := unstructured.NestedString(resources["controller-role"].Object, "status", "atProvider", "arn")
-	start := time.Now()
-	controller, err := eu.startKarpenter(karpenterCtx, ns, roleARN, bin, version)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go eu.joinNodes(karpenterCtx, region)
-	t.Logf("Karpenter %s's controller up in %.1fs", version, time.Since(start).Seconds())
+	eu, c, net, region, ns, roleARN := r.cluster, r.karpenter, r.net, r.region, r.ns, r.roleARN
+	ctx := t.Context()
+	var err error
+	var start time.Time
 
 	// 1. The EC2NodeClasses, validated by Karpenter against the emulator.
 	walk(t, nil, func() bool { return conditionStatus(c.get(), "Ready") == "True" }, c)
@@ -566,6 +553,7 @@ func TestRealKarpenter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	next := r.next
 	if err := c.setVersion(next); err != nil {
 		t.Fatal(err)
 	}
@@ -574,8 +562,8 @@ func TestRealKarpenter(t *testing.T) {
 		msg, _ := v["message"].(string)
 		return v != nil && v["status"] == "True" && strings.Contains(msg, "Karpenter "+next)
 	}, c)
-	controller.stop(10 * time.Second)
-	if _, err := eu.startKarpenter(karpenterCtx, ns, roleARN, nextBin, next); err != nil {
+	r.controller.stop(10 * time.Second)
+	if _, err := eu.startKarpenter(r.ctx, ns, roleARN, r.nextBin, next); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("Karpenter %s's controller up %.1fs after the claim asked for it", next, time.Since(start).Seconds())
@@ -585,11 +573,32 @@ func TestRealKarpenter(t *testing.T) {
 	}
 	c.waitCondition("Ready", "True", converge)
 
-	// 7. The uninstall terminates every instance.
+	// 7. The uninstall terminates every instance, and the final check lets go once the real AWS
+	// CLI lists none.
 	c.deleteAndWait()
-	running, err := cp.aws.runningInstances(ctx, region, eu.name)
+	eu.assertUninstalled(t, region)
+}
+
+// assertUninstalled checks, once a request for c is gone, that the emulator runs none of c's
+// instances, and that the final check let the uninstall go on only after listing them with the
+// real AWS CLI (emulatedAWSEnv): its log says it listed them under its own identity while the
+// request lived, and found none once it was deleted (internal/cluster FinalCheckScript's words).
+func (c *claimedCluster) assertUninstalled(t *testing.T, region string) {
+	t.Helper()
+	running, err := cp.aws.runningInstances(t.Context(), region, c.name)
 	if err != nil || len(running) != 0 {
-		t.Errorf("after the uninstall the emulator still runs %v of prod-eu's instances (%v)", running, err)
+		t.Errorf("after the uninstall the emulator still runs %v of %s's instances (%v)", running, c.name, err)
+	}
+	logs, _ := filepath.Glob(filepath.Join(c.logDir, "final-check-*.log"))
+	var said strings.Builder
+	for _, l := range logs {
+		b, _ := os.ReadFile(l)
+		said.Write(b)
+	}
+	for _, want := range []string{"final check: its AWS identity lists the instances", "final check: no instance left, the uninstall goes on"} {
+		if !strings.Contains(said.String(), want) {
+			t.Errorf("the final check's log does not say %q:\n%s", want, said.String())
+		}
 	}
 }
 
@@ -626,6 +635,127 @@ func (c *claimedCluster) holdNodes(t *testing.T, region, pool string, claims []s
 		}
 		time.Sleep(5 * time.Second)
 	}
+}
+
+// A realKarpenterRun is a request for prod-eu whose controller step is Ready, with Karpenter's
+// real controller running for it (startRealKarpenter).
+type realKarpenterRun struct {
+	cluster    *claimedCluster
+	karpenter  *karpenter
+	net        network // the network seeded in the emulator
+	region, ns string  // the cluster's region, the controller's namespace
+	roleARN    string  // the composed controller role's
+	controller *proc   // the controller, of E2E_KARPENTER_VERSION
+	// ctx ends once everything the request composed is gone: the controllers and the node-join
+	// stand-in run until then.
+	ctx           context.Context
+	nextBin, next string // the controller the claim may be upgraded to, and its version
+}
+
+// startRealKarpenter starts prod-eu's claimed cluster with Karpenter's stand-in off, seeds its
+// network in the emulator, changes the claim API's tenancy entry of prod-eu with tenancy (nil:
+// none), creates the request of API a at E2E_KARPENTER_VERSION (mutated by mutate), walks it to
+// ControllerReady, and starts Karpenter's real controller and the node-join stand-in.
+func startRealKarpenter(t *testing.T, a *api, tenancy func(map[string]any), mutate func(*unstructured.Unstructured)) *realKarpenterRun {
+	t.Helper()
+	var bin, version string
+	r := &realKarpenterRun{}
+	for env, into := range map[string]*string{"E2E_KARPENTER": &bin, "E2E_KARPENTER_VERSION": &version,
+		"E2E_KARPENTER_NEXT": &r.nextBin, "E2E_KARPENTER_NEXT_VERSION": &r.next} {
+		if *into = strings.TrimPrefix(os.Getenv(env), "v"); *into == "" {
+			t.Fatalf("%s must be set: run the suite with `make e2e-test`", env)
+		}
+	}
+	waitForKarpenterBuild(t, bin, r.nextBin)
+	claimed, _, _ := realClaimedClusters(t, claimedOptions{poll: 20 * time.Second,
+		prepare: func(c *claimedCluster) { c.realKarpenter = true }}, "prod-eu")
+	r.cluster = claimed["prod-eu"]
+	input := platformInput(t, a)
+	declared, err := r.cluster.declared()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.region, _ = declared["region"].(string)
+	suffix, _, _ := unstructured.NestedString(input, "nodes", "publicSecurityGroupSuffix")
+	r.ns, _, _ = unstructured.NestedString(input, "podIdentity", "namespace")
+	if r.net, err = cp.aws.seedNetwork(t, r.cluster.name, r.region, suffix, []string{"a", "b", "c"}); err != nil {
+		t.Fatalf("seeding prod-eu's network in the emulator: %v", err)
+	}
+	if tenancy != nil {
+		changeTenancy(t, r.cluster.name, tenancy)
+	}
+
+	// Registered before the request's deletion, this cleanup runs after it.
+	ctx, stop := context.WithCancel(context.Background())
+	t.Cleanup(stop)
+	r.ctx = ctx
+	r.karpenter = newKarpenterFrom(t, a, "team-a", "karpenter", func(u *unstructured.Unstructured) {
+		_ = unstructured.SetNestedField(u.Object, version, "spec", "version")
+		mutate(u)
+	})
+	walk(t, nil, func() bool { return conditionStatus(r.karpenter.get(), "ControllerReady") == "True" }, r.karpenter)
+	resources, _ := r.karpenter.composed()
+	r.roleARN, _, _ = unstructured.NestedString(resources["controller-role"].Object, "status", "atProvider", "arn")
+	start := time.Now()
+	if r.controller, err = r.cluster.startKarpenter(ctx, r.ns, r.roleARN, bin, version); err != nil {
+		t.Fatal(err)
+	}
+	go r.cluster.joinNodes(ctx, r.region)
+	t.Logf("Karpenter %s's controller up in %.1fs", version, time.Since(start).Seconds())
+	return r
+}
+
+// waitForKarpenterBuild waits until Karpenter's controllers bins exist: make e2e-test builds them
+// beside the running suite (E2E_KARPENTER_BUILD_LOG, hack/e2e.mk), which on a cold machine takes
+// a good part of the suite's first half. It fails at once when that build failed.
+func waitForKarpenterBuild(t *testing.T, bins ...string) {
+	t.Helper()
+	buildLog := os.Getenv("E2E_KARPENTER_BUILD_LOG")
+	start := time.Now()
+	err := waitFor(t.Context(), 60*time.Minute, fmt.Sprintf("Karpenter's controllers %v built (%s)", bins, buildLog), func() (bool, error) {
+		if _, err := os.Stat(buildLog + ".failed"); err == nil {
+			return false, fmt.Errorf("their build failed:\n%s", tail(buildLog, 30))
+		}
+		for _, b := range bins {
+			if _, err := os.Stat(b); err != nil {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if waited := time.Since(start); waited > time.Second {
+		t.Logf("waited %.0fs for Karpenter's controllers to be built", waited.Seconds())
+	}
+}
+
+// TestRealKarpenterNamespaced runs a namespaced XR for prod-eu with Karpenter's real controller,
+// as TestRealKarpenter runs the claim, on the platform's input as shipped: both EC2NodeClasses
+// Ready by Karpenter's own validation, resolving what the emulator holds and the default pin's
+// AMIs, and the XR Ready through NodeClassesValidated; pending pods get a node of the private
+// pool; deleting the XR while it runs terminates its instance before the final check, listing
+// with the real AWS CLI, lets the uninstall go on.
+func TestRealKarpenterNamespaced(t *testing.T) {
+	timed(t)
+	_, latest := seededReleases()
+	r := startRealKarpenter(t, namespacedAPI, nil, func(*unstructured.Unstructured) {})
+	walk(t, nil, func() bool { return conditionStatus(r.karpenter.get(), "Ready") == "True" }, r.karpenter)
+	r.karpenter.waitCondition("NodeClassesValidated", "True", converge)
+	assertNodeClasses(t, r.cluster, r.net, latest)
+
+	const replicas = 3
+	start := time.Now()
+	if err := r.cluster.inflate(t.Context(), "inflate-private", "private", replicas); err != nil {
+		t.Fatal(err)
+	}
+	nodes := r.cluster.waitRunningOnKarpenterNodes(t, "inflate-private", replicas, 8*time.Minute)
+	assertInstances(t, r.cluster, r.net, r.region, "private", latest, nodes)
+	t.Logf("%d pending pods running on %v %.1fs after their creation", replicas, nodes, time.Since(start).Seconds())
+
+	r.karpenter.deleteAndWait()
+	r.cluster.assertUninstalled(t, r.region)
 }
 
 // changeTenancy changes, in the claim API's function input, the tenancy entry of cluster.

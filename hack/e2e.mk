@@ -56,7 +56,7 @@ E2E_KUSTOMIZE_CONTROLLER := $(E2E_BIN)/kustomize-controller-$(E2E_FLUX_KUSTOMIZE
 E2E_HELM_CONTROLLER := $(E2E_BIN)/helm-controller-$(E2E_FLUX_HELM_VERSION)
 E2E_KARPENTER := $(E2E_BIN)/karpenter-controller-$(E2E_KARPENTER_VERSION)
 E2E_KARPENTER_NEXT := $(E2E_BIN)/karpenter-controller-$(E2E_KARPENTER_NEXT_VERSION)
-# Cold, the binaries build in two lanes at once (e2e-tools): one `go build` leaves a core idle
+# Cold, the binaries build in two lanes at once (e2e-control-plane): one `go build` leaves a core idle
 # while it downloads its modules, compiles the last packages of its graph one after the other and
 # links. The builds that share packages run one after the other in one lane, where the first leaves
 # its packages in Go's build cache for the next: Kubernetes' three components (one wrapper), and
@@ -64,15 +64,20 @@ E2E_KARPENTER_NEXT := $(E2E_BIN)/karpenter-controller-$(E2E_KARPENTER_NEXT_VERSI
 # lanes share almost nothing: Kubernetes' and etcd's wrappers build the versions their releases
 # pin, the controllers' wrapper Kubernetes' v0.36 libraries. Crossplane core, late in lane 2, and
 # the CLI, late in lane 1, build the versions the function's module does (make check-modules), so
-# they find most of their packages compiled by the unit tests. Karpenter's two controllers, one
-# in each lane after the rest of its end-to-end binaries, build with a toolchain of their own and
-# share no compiled package with the rest. Cold times per binary:
+# they find most of their packages compiled by the unit tests. Cold times per binary:
 # docs/performance.md, "A cold make test".
-E2E_LANE_1 := $(E2E_KUBE_APISERVER) $(E2E_KUBE_CONTROLLER_MANAGER) $(E2E_KUBE_SCHEDULER) $(E2E_ETCD) \
-  $(E2E_KARPENTER_NEXT)
+E2E_LANE_1 := $(E2E_KUBE_APISERVER) $(E2E_KUBE_CONTROLLER_MANAGER) $(E2E_KUBE_SCHEDULER) $(E2E_ETCD)
 E2E_LANE_2 := $(E2E_PROVIDER_KUBERNETES) $(E2E_KUSTOMIZE_CONTROLLER) $(E2E_HELM_CONTROLLER) $(E2E_SOURCE_CONTROLLER) \
-  $(E2E_KWOK) $(E2E_CROSSPLANE) $(E2E_KARPENTER)
-E2E_BINARIES := $(E2E_LANE_1) $(E2E_LANE_2)
+  $(E2E_KWOK) $(E2E_CROSSPLANE)
+# Karpenter's two controllers build with a toolchain of their own and share no compiled package
+# with the rest, or with each other (their Kubernetes and AWS SDK modules differ): cold, about 20
+# minutes of both cores, which in the lanes held the whole suite back (a cold make test took 88
+# minutes; docs/performance.md). e2e-test builds them instead beside the running suite, niced,
+# in the CPU its shards leave idle (a third of two cores: docs/performance.md, "Where a warm make
+# test's CPU goes"), and the tests that run them wait for them (E2E_KARPENTER_BUILD_LOG); they run
+# late in their shards (E2E_SHARDS).
+E2E_KARPENTER_BINARIES := $(E2E_KARPENTER) $(E2E_KARPENTER_NEXT)
+E2E_KARPENTER_BUILD_LOG := $(CACHE)/e2e/karpenter-build.log
 
 # $(call lanes,TARGETS,TARGETS): make builds each list in a process of its own, both at once, and
 # fails when either fails. Two makes never share a target: one would read the other's half-built
@@ -130,7 +135,11 @@ $(E2E_HELM_CONTROLLER): $(call wrapper,$(E2E_TOOLS_DIR)/controllers)
 	$(call e2e-build,controllers,github.com/fluxcd/helm-controller,$(E2E_FLUX_HELM_VERSION),github.com/fluxcd/helm-controller)
 
 .PHONY: e2e-tools
-e2e-tools: ## Build the end-to-end control plane binaries (cached by version), in two lanes at once.
+e2e-tools: e2e-control-plane $(E2E_KARPENTER_BINARIES) ## Build every end-to-end binary (cached by version).
+
+# The binaries every shard needs before it starts, in two lanes at once.
+.PHONY: e2e-control-plane
+e2e-control-plane:
 	$(call lanes,$(E2E_LANE_1),$(E2E_LANE_2))
 
 # --- the suite ---------------------------------------------------------------------------------
@@ -151,17 +160,20 @@ E2E_FUNCTION := $(CACHE)/e2e/function
 E2E_FAKE_AWS := $(CACHE)/e2e/fake-aws/aws
 # The suite runs as four processes of its test binary at once (hack/e2e-shards.sh), each with a control
 # plane of its own: the first three shards hold the tests named here, the last every other test
-# (TestRealProviderKubernetes, TestUnreadyDeletesNothing, TestLoad and the quick refusals). They
-# are balanced by the tests' times in docs/performance.md (a test that starts real claimed
-# clusters takes 5 to 21 minutes), and each shard holds one of the four tests that run two claimed
-# clusters at once (TestDeletion, TestAccessCheckFails, TestTwoClusters,
-# TestRealProviderKubernetes). Five shards at once (13 API servers, load
-# average 30-45 on two cores, while the fake provider still listed every kind four times a
-# second) made tests time out that pass alone. TestRealKarpenter (one claimed cluster and Karpenter's
-# real controller, 10 minutes alone) joins the second, the shortest. A new test lands in the last shard.
-E2E_SHARDS := '^(TestFaults|TestDeletion|TestProviderErrorOnRole)$$' \
-  '^(TestWalkToReady|TestAccessCheckFails|TestRealKarpenter)$$' \
-  '^(TestTwoClusters|TestOutOfBandStatementNotKept|TestOneKarpenterPerCluster)$$'
+# (TestRealProviderKubernetes, TestLoad, TestRealKarpenterNamespaced and the quick refusals).
+# They are balanced by the tests' times in docs/performance.md (a test that starts real claimed
+# clusters takes 5 to 21 minutes), and the four tests that run two claimed clusters at once
+# (TestDeletion, TestAccessCheckFails, TestTwoClusters, TestRealProviderKubernetes) are in three
+# shards. Five shards at once (13 API servers, load average 30-45 on two cores, while the fake
+# provider still listed every kind four times a second) made tests time out that pass alone. The
+# tests that run Karpenter's real controller (one claimed cluster each; 10 and 6 minutes alone)
+# wait for its build (E2E_KARPENTER_BINARIES), so each sits where its shard reaches it late (a
+# shard runs its tests in the order of their files' names): TestRealKarpenter after TestFaults
+# in the first shard, TestRealKarpenterNamespaced after TestRealProviderKubernetes and TestLoad in
+# the last. A new test lands in the last shard.
+E2E_SHARDS := '^(TestFaults|TestProviderErrorOnRole|TestRealKarpenter)$$' \
+  '^(TestWalkToReady|TestAccessCheckFails|TestDeletion)$$' \
+  '^(TestTwoClusters|TestOutOfBandStatementNotKept|TestOneKarpenterPerCluster|TestUnreadyDeletesNothing)$$'
 # A shard's timeout (-test.timeout): the four shards took 33, 32, 35 and 37 minutes, warm
 # (docs/performance.md); room for a slow day.
 E2E_TIMEOUT ?= 75m
@@ -178,8 +190,24 @@ moto-server:
 	@python3 -c 'import moto.server' 2>/dev/null || \
 	  { echo "the end-to-end tests need the AWS emulator moto's server for python3: pip install 'moto[server]'" >&2; exit 1; }
 
+# The AWS CLI the final check's script calls where the emulator is the cluster's AWS
+# (TestRealKarpenter): v2, from Debian's packages (awscli, 2.9.x), installed when missing. The
+# machine image's own CLI is v1 (pip's awscli), which ignores AWS_ENDPOINT_URL for SQS.
+E2E_AWS_CLI := /usr/bin/aws
+
+.PHONY: awscli
+awscli:
+	@$(E2E_AWS_CLI) --version 2>/dev/null | grep -q '^aws-cli/2\.' || \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq awscli >/dev/null; } || \
+	  { echo "the end-to-end tests need the AWS CLI v2 at $(E2E_AWS_CLI): apt-get install awscli" >&2; exit 1; }
+	@$(E2E_AWS_CLI) --version | grep -q '^aws-cli/2\.' || { echo "$(E2E_AWS_CLI) is not the AWS CLI v2" >&2; exit 1; }
+
 .PHONY: e2e-test
-e2e-test: curl moto-server e2e-tools provider-aws-crds provider-kubernetes-crds ## End-to-end tests against a real API server and Crossplane on loopback.
+e2e-test: curl awscli moto-server e2e-control-plane provider-aws-crds provider-kubernetes-crds ## End-to-end tests against a real API server and Crossplane on loopback.
+	@rm -f $(E2E_KARPENTER_BUILD_LOG).failed; mkdir -p $(dir $(E2E_KARPENTER_BUILD_LOG)); \
+	  { nice -n 10 $(MAKE) --no-print-directory $(E2E_KARPENTER_BINARIES) > $(E2E_KARPENTER_BUILD_LOG) 2>&1 || \
+	    touch $(E2E_KARPENTER_BUILD_LOG).failed; } & \
+	  echo "e2e-test: Karpenter's controllers build beside the suite ($(E2E_KARPENTER_BUILD_LOG))"
 	$(FUNCTION_GO_BUILD) -o $(E2E_FUNCTION) ./fn
 	python3 e2e/moto/launch_check.py
 	go test $(GO_TEST_VETTED) -c -o $(E2E_FAKE_AWS) ./internal/cluster
@@ -198,7 +226,8 @@ e2e-test: curl moto-server e2e-tools provider-aws-crds provider-kubernetes-crds 
 	  E2E_PROVIDER_KUBERNETES=$(E2E_PROVIDER_KUBERNETES) E2E_FLUX_CRDS="$$flux" \
 	  E2E_SOURCE_CONTROLLER=$(E2E_SOURCE_CONTROLLER) E2E_KUSTOMIZE_CONTROLLER=$(E2E_KUSTOMIZE_CONTROLLER) \
 	  E2E_HELM_CONTROLLER=$(E2E_HELM_CONTROLLER) E2E_KARPENTER=$(E2E_KARPENTER) E2E_KARPENTER_VERSION=$(E2E_KARPENTER_VERSION) \
-	  E2E_KARPENTER_NEXT=$(E2E_KARPENTER_NEXT) E2E_KARPENTER_NEXT_VERSION=$(E2E_KARPENTER_NEXT_VERSION) \
+	  E2E_KARPENTER_NEXT=$(E2E_KARPENTER_NEXT) E2E_KARPENTER_NEXT_VERSION=$(E2E_KARPENTER_NEXT_VERSION) E2E_AWS_CLI=$(E2E_AWS_CLI) \
+	  E2E_KARPENTER_BUILD_LOG=$(E2E_KARPENTER_BUILD_LOG) \
 	  E2E_FUNCTION=$(E2E_FUNCTION) E2E_FAKE_AWS=$(E2E_FAKE_AWS) E2E_PROVIDER_AWS_CRDS=$(PROVIDER_AWS_CRDS) \
 	  E2E_PROVIDER_KUBERNETES_CRDS=$(PROVIDER_KUBERNETES_CRDS) \
 	  E2E_CROSSPLANE_CRDS="$$xp/cluster/crds" E2E_KUBERNETES_SOURCES="$$(echo $$k8s)" E2E_LOAD_CLAIMS=$(E2E_LOAD_CLAIMS) E2E_LOAD_SETTLE=$(E2E_LOAD_SETTLE) \
