@@ -70,12 +70,13 @@ E2E_LANE_1 := $(E2E_KUBE_APISERVER) $(E2E_KUBE_CONTROLLER_MANAGER) $(E2E_KUBE_SC
 E2E_LANE_2 := $(E2E_PROVIDER_KUBERNETES) $(E2E_KUSTOMIZE_CONTROLLER) $(E2E_HELM_CONTROLLER) $(E2E_SOURCE_CONTROLLER) \
   $(E2E_KWOK) $(E2E_CROSSPLANE)
 # Karpenter's two controllers build with a toolchain of their own and share no compiled package
-# with the rest, or with each other (their Kubernetes and AWS SDK modules differ): cold, about 20
-# minutes of both cores, which in the lanes held the whole suite back (a cold make test took 88
-# minutes; docs/performance.md). e2e-test builds them instead beside the running suite, niced,
-# in the CPU its shards leave idle (a third of two cores: docs/performance.md, "Where a warm make
-# test's CPU goes"), and the tests that run them wait for them (E2E_KARPENTER_BUILD_LOG); they run
-# late in their shards (E2E_SHARDS).
+# with the rest, or with each other (their Kubernetes and AWS SDK modules differ): cold, about 12
+# minutes of both cores, which in the lanes held the whole suite back past the 80 minutes a cold
+# make test may take (docs/performance.md, "A cold make test"). e2e-test builds them instead
+# beside the running suite, niced, in the CPU its shards leave idle (a warm make test leaves a
+# third of two cores: docs/performance.md, "Where a warm make test's CPU goes"), and the tests
+# that run them wait for them (E2E_KARPENTER_BUILD_LOG); they run late in their shards
+# (E2E_SHARDS).
 E2E_KARPENTER_BINARIES := $(E2E_KARPENTER) $(E2E_KARPENTER_NEXT)
 E2E_KARPENTER_BUILD_LOG := $(CACHE)/e2e/karpenter-build.log
 
