@@ -555,22 +555,19 @@ func TestUpgradeBeforeNodesExist(t *testing.T) {
 
 	// The claimed cluster refuses the change: provider-kubernetes reports why as Synced=False
 	// (crossplane-runtime v2.4.0 pkg/reconciler/managed/reconciler.go, errReconcileUpdate;
-	// provider-kubernetes v1.3.1 internal/controller/namespaced/object/object.go, errApplyObject;
-	// the API server's words, k8s.io/apiserver v0.35.4
-	// pkg/admission/plugin/webhook/errors/statuserror.go, ToStatusErr), the Object still Ready
-	// for the object as it was. The claim carries it word for word.
-	refused := "update failed: cannot apply object: admission webhook \"validate.kyverno.svc-fail\" denied the request: " +
-		"resource Kustomization/flux-system/prod-eu-karpenter-controller was blocked due to the following policies"
+	// provider-kubernetes v1.3.1 internal/controller/cluster/object/object.go, errApplyObject;
+	// an admission webhook's denial as the API server words it, k8s.io/apiserver v0.35.4
+	// pkg/admission/plugin/webhook/errors/statuserror.go, ToStatusErr; the webhook's name and
+	// its reason are made up), the Object still Ready for the object as it was. The claim carries
+	// it word for word.
+	refused := `update failed: cannot apply object: admission webhook "policy.platform.example" denied the request: ` +
+		"Kustomizations in flux-system are frozen"
 	observed = aws.observe(rsp, true)
 	observed["controller-kustomization"] = behind(observed["controller-kustomization"], before)
-	status := observed["controller-kustomization"]["status"].(map[string]any)
-	conditions := []any{map[string]any{"type": "Synced", "status": "False", "reason": "ReconcileError", "message": refused}}
-	for _, c := range status["conditions"].([]any) {
-		if c.(map[string]any)["type"] != "Synced" {
-			conditions = append(conditions, c)
-		}
+	observed["controller-kustomization"]["status"].(map[string]any)["conditions"] = []any{
+		map[string]any{"type": "Ready", "status": "True", "reason": "Available"},
+		map[string]any{"type": "Synced", "status": "False", "reason": "ReconcileError", "message": refused},
 	}
-	status["conditions"] = conditions
 	rsp = call()
 	if msg := conditionMessage(rsp, "ControllerReady"); !strings.Contains(msg, "Synced=False (ReconcileError): "+refused) {
 		t.Errorf("ControllerReady %q, want provider-kubernetes' refusal word for word", msg)
