@@ -475,13 +475,13 @@ func TestRealKarpenter(t *testing.T) {
 		t.Logf("%d pending pods running on %v %.1fs after their creation", replicas, nodes, time.Since(start).Seconds())
 	}
 	// The public pool is at its limits (4 vCPU): two pods more stay pending.
-	publicClaims := eu.poolNodeClaims(t, "public")
+	publicClaims, _ := eu.poolNodeClaims(t, "public")
 	if err := eu.scale(ctx, "inflate-public", replicas+2); err != nil {
 		t.Fatal(err)
 	}
 	eu.waitLimitsRefusal(t, "inflate-public", "public")
 	c.waitCondition("PoolsWithinLimits", "False", converge, "public: cpu")
-	if got := eu.poolNodeClaims(t, "public"); !equalSets(got, publicClaims) {
+	if got, _ := eu.poolNodeClaims(t, "public"); !equalSets(got, publicClaims) {
 		t.Errorf("at its limits the public pool has NodeClaims %v, had %v: Karpenter launched past the limits", got, publicClaims)
 	}
 	launched := eu.waitRunningOnKarpenterNodes(t, "inflate-private", replicas, time.Minute)
@@ -511,7 +511,8 @@ func TestRealKarpenter(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = waitFor(ctx, 5*time.Minute, "Karpenter to consolidate the public pool's empty node", func() (bool, error) {
-		return len(eu.poolNodeClaims(t, "public")) == 0, nil
+		left, _ := eu.poolNodeClaims(t, "public")
+		return len(left) == 0, nil
 	})
 	if err != nil {
 		t.Fatalf("%v\nKarpenter's log:\n%s", err, eu.karpenterTail())
@@ -537,18 +538,9 @@ func TestRealKarpenter(t *testing.T) {
 	start = time.Now()
 	var claimsBefore []string
 	err = waitFor(ctx, 2*time.Minute, "the drifted NodeClaims of the private pool gone", func() (bool, error) {
-		list, err := eu.dyn.Resource(nodeClaimGVR).List(ctx, metav1.ListOptions{LabelSelector: "karpenter.sh/nodepool=private"})
-		if err != nil {
-			return false, nil
-		}
-		claimsBefore = nil
-		for _, nc := range list.Items {
-			if nc.GetDeletionTimestamp() != nil {
-				return false, nil
-			}
-			claimsBefore = append(claimsBefore, nc.GetName())
-		}
-		return true, nil
+		var deleting int
+		claimsBefore, deleting = eu.poolNodeClaims(t, "private")
+		return deleting == 0, nil
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -778,18 +770,21 @@ func changeTenancy(t *testing.T, cluster string, change func(map[string]any)) {
 	})
 }
 
-// poolNodeClaims are the names of the NodeClaims of pool in the claimed cluster, deleting or not.
-func (c *claimedCluster) poolNodeClaims(t *testing.T, pool string) []string {
+// poolNodeClaims are the names of the NodeClaims of pool in the claimed cluster, deleting or not,
+// and how many of them are being deleted.
+func (c *claimedCluster) poolNodeClaims(t *testing.T, pool string) (names []string, deleting int) {
 	t.Helper()
 	list, err := c.dyn.Resource(nodeClaimGVR).List(t.Context(), metav1.ListOptions{LabelSelector: "karpenter.sh/nodepool=" + pool})
 	if err != nil {
 		t.Fatalf("NodeClaims of pool %s: %v", pool, err)
 	}
-	var names []string
 	for _, nc := range list.Items {
 		names = append(names, nc.GetName())
+		if nc.GetDeletionTimestamp() != nil {
+			deleting++
+		}
 	}
-	return names
+	return names, deleting
 }
 
 // scale sets the replicas of the inflate Deployment app.
