@@ -103,11 +103,31 @@ func amisOf(release string) []string {
 	return slices.Sorted(slices.Values(ids))
 }
 
-// seededReleases are the AMI releases the emulator publishes: the function's default pin and the
-// release before it (internal/ami's list), which a cluster starts on to be moved to the default.
-func seededReleases() (previous, latest string) {
-	n := len(ami.Releases)
-	return ami.Releases[n-2].Name, strings.TrimPrefix(ami.Default, ami.Prefix)
+// seededReleases are the AMI releases the emulator publishes: the shipped Composition's pin
+// (nodes.defaultAmiAlias) and the release before it (internal/ami's list), which a cluster starts
+// on to be moved to the pin.
+func seededReleases() (previous, latest string, err error) {
+	input, err := shippedInput(claimAPI)
+	if err != nil {
+		return "", "", err
+	}
+	pin, _, _ := unstructured.NestedString(input, "nodes", "defaultAmiAlias")
+	latest = strings.TrimPrefix(pin, ami.Prefix)
+	i := slices.IndexFunc(ami.Releases, func(r ami.Release) bool { return r.Name == latest })
+	if i < 1 {
+		return "", "", fmt.Errorf("the shipped nodes.defaultAmiAlias %q is no release after another of internal/ami's list", pin)
+	}
+	return ami.Releases[i-1].Name, latest, nil
+}
+
+// mustSeededReleases is seededReleases, in a test.
+func mustSeededReleases(t *testing.T) (previous, latest string) {
+	t.Helper()
+	previous, latest, err := seededReleases()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return previous, latest
 }
 
 // amiSeed writes into dir the emulator's images (MOTO_AMIS_PATH, e2e/moto/launch.py says the
@@ -130,7 +150,10 @@ func amiSeed(dir string) (images, seed string, err error) {
 		}
 	}
 	var imageList, params []map[string]any
-	previous, latest := seededReleases()
+	previous, latest, err := seededReleases()
+	if err != nil {
+		return "", "", err
+	}
 	for _, release := range []string{previous, latest} {
 		created, err := time.Parse("20060102", strings.TrimPrefix(release, "v"))
 		if err != nil {

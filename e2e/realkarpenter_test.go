@@ -439,7 +439,7 @@ func taintsAt(u *unstructured.Unstructured, path ...string) ([]corev1.Taint, err
 //     lets the uninstall go on once none is left, and the emulator runs none of the cluster's.
 func TestRealKarpenter(t *testing.T) {
 	timed(t)
-	previous, latest := seededReleases()
+	previous, latest := mustSeededReleases(t)
 	const consolidateAfter = 30 * time.Second
 	r := startRealKarpenter(t, claimAPI, func(cluster map[string]any) {
 		cluster["amiAlias"] = ami.Prefix + previous
@@ -525,7 +525,7 @@ func TestRealKarpenter(t *testing.T) {
 
 	// 5. The platform moves prod-eu to the default release: Karpenter drifts the private nodes.
 	start = time.Now()
-	changeTenancy(t, eu.name, func(cluster map[string]any) { cluster["amiAlias"] = ami.Default })
+	changeTenancy(t, eu.name, func(cluster map[string]any) { cluster["amiAlias"] = ami.Prefix + latest })
 	eu.waitDriftReplaced(t, region, "private", after, latest)
 	moved := eu.waitRunningOnKarpenterNodes(t, "inflate-private", replicas, 8*time.Minute)
 	assertInstances(t, eu, net, region, "private", latest, moved)
@@ -737,7 +737,7 @@ func waitForKarpenterBuild(t *testing.T, bins ...string) {
 // with the real AWS CLI, lets the uninstall go on.
 func TestRealKarpenterNamespaced(t *testing.T) {
 	timed(t)
-	_, latest := seededReleases()
+	_, latest := mustSeededReleases(t)
 	r := startRealKarpenter(t, namespacedAPI, nil, func(*unstructured.Unstructured) {})
 	walk(t, nil, func() bool { return conditionStatus(r.karpenter.get(), "Ready") == "True" }, r.karpenter)
 	r.karpenter.waitCondition("NodeClassesValidated", "True", converge)

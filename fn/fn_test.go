@@ -613,6 +613,28 @@ func TestBadInputComposesNothing(t *testing.T) {
 			},
 			want: "apiVersion: the function serves platform.socle.do-now.io/v1alpha1, Kind=XKarpenter or platform.m.socle.do-now.io/v1alpha1, Kind=Karpenter",
 		},
+		"UnpinnedVersion": {
+			reason: "Without the platform's version pin a function release that knows a newer Karpenter would upgrade every claim naming none.",
+			req:    func(b *requestBuilder) *requestBuilder { return b.withInput("versions.default", nil) },
+			want:   "input.versions.default: Required value",
+		},
+		"NoAllowedVersions": {
+			reason: "Without the platform's list a function release would offer tenants every version it knows.",
+			req:    func(b *requestBuilder) *requestBuilder { return b.withInput("versions.allowed", nil) },
+			want:   "input.versions.allowed: Required value",
+		},
+		"UnpinnedAMI": {
+			reason: "Without the platform's AMI pin a function release that knows a newer release would drift every node.",
+			req:    func(b *requestBuilder) *requestBuilder { return b.withInput("nodes.defaultAmiAlias", nil) },
+			want:   "input.nodes.defaultAmiAlias: Required value",
+		},
+		"AMIPinBelowTheMinimum": {
+			reason: "A platform that raises its minimum AMI release refuses a claim pinned below it: the nodes run on, and the claim says what to move to.",
+			req: func(b *requestBuilder) *requestBuilder {
+				return b.withSpec("pools.private.amiAlias", "al2023@v20260403").withInput("nodes.minAmiAlias", "al2023@v20260505")
+			},
+			want: `spec.pools.private.amiAlias: Invalid value: "al2023@v20260403": is older than the platform's minimum al2023@v20260505 for cluster "prod-eu": pin al2023@v20260505 or later`,
+		},
 		"ControllerInKubeSystem": {
 			reason: "The controller's namespace is composed and deleted with the claim: never one the cluster owns.",
 			req:    func(b *requestBuilder) *requestBuilder { return b.withInput("podIdentity.namespace", "kube-system") },

@@ -11,7 +11,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"sigs.k8s.io/yaml"
 
-	"github.com/do-now/function-karpenter/internal/versions"
 )
 
 // readyAt walks a claim of version v (none when empty), with the
@@ -179,8 +178,8 @@ func TestUpgrade(t *testing.T) {
 	})
 
 	t.Run("DefaultLowered", func(t *testing.T) {
-		// A claim naming no version got the newest; the platform then lowers
-		// its default. The claim keeps what it runs: neither downgraded nor
+		// A claim naming no version got the platform's default (1.15.2,
+		// aRequest's input); the platform then lowers it. The claim keeps what it runs: neither downgraded nor
 		// refused for a version it never asked for.
 		observed := readyAt(t, "", noGates)
 		before := run(t, aRequest(t).withSpec("version", nil).observing(observed).build())
@@ -190,7 +189,7 @@ func TestUpgrade(t *testing.T) {
 			t.Fatalf("an unpinned claim refused when the default went down: %s", msg)
 		}
 		checkNothingDropped(t, observed, rsp)
-		newest := versions.Known()[len(versions.Known())-1]
+		newest := "1.15.2"
 		for _, n := range []string{"controller-kustomization", "nodes-kustomization"} {
 			if v := builtFor(t, rsp, n); v != newest {
 				t.Errorf("%s moved from %s to %s with the default", n, newest, v)
@@ -204,7 +203,7 @@ func TestUpgrade(t *testing.T) {
 		}
 		// A claim that names 1.15.0 is refused once the platform no longer
 		// allows it: that is the platform's call, said at spec.version.
-		pinned := run(t, aRequest(t).withSpec("version", "1.15.0").withInput("versions.allowed", []any{"1.14.1"}).observing(observed).build())
+		pinned := run(t, aRequest(t).withSpec("version", "1.15.0").withInput("versions.allowed", []any{"1.14.1"}).withInput("versions.default", "1.14.1").observing(observed).build())
 		if msg := fatal(pinned); !strings.Contains(msg, `spec.version: Unsupported value: "1.15.0"`) {
 			t.Errorf("a pinned claim outside the allowed versions: fatal %q", msg)
 		}

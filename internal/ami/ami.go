@@ -21,10 +21,6 @@ import (
 
 // Aliases.
 const (
-	// Default is the pin of pools where neither the platform nor the
-	// tenant pins another: the newest release in releases.txt, which
-	// serves Kubernetes 1.30 to 1.36 on both architectures.
-	Default = Prefix + "v20260714"
 	// Latest floats to each new release; the platform must allow it.
 	Latest = Prefix + "latest"
 	// Prefix of every AL2023 alias.
@@ -109,4 +105,16 @@ func span(minors []string) string {
 		return minors[0]
 	}
 	return minors[0] + " to " + minors[len(minors)-1]
+}
+
+// Older tells whether alias is a release older than minimum, both aliases
+// (al2023@vYYYYMMDD, whose names order as their dates). Latest is never
+// older: it floats to the newest release.
+func Older(alias, minimum string) bool {
+	if alias == Latest {
+		return false
+	}
+	a, aok := strings.CutPrefix(alias, Prefix)
+	m, mok := strings.CutPrefix(minimum, Prefix)
+	return aok && mok && a < m
 }

@@ -31,20 +31,6 @@ func TestReleasesHoldTheChangelog(t *testing.T) {
 	}
 }
 
-// TestDefaultServesThePlatformsMinors: the default pin is a release that
-// serves, on both architectures, every Kubernetes minor EKS's standard
-// support covered when it was chosen (1.33 to 1.35) and the one after.
-func TestDefaultServesThePlatformsMinors(t *testing.T) {
-	for _, minor := range []string{"1.33", "1.34", "1.35", "1.36"} {
-		if err := Check(Default, minor, []string{"amd64", "arm64"}); err != nil {
-			t.Errorf("%s for Kubernetes %s: %v", Default, minor, err)
-		}
-	}
-	if Releases[len(Releases)-1].Name != strings.TrimPrefix(Default, Prefix) {
-		t.Errorf("the default %s is not the newest known release %s", Default, Releases[len(Releases)-1].Name)
-	}
-}
-
 func TestCheck(t *testing.T) {
 	for _, tc := range []struct {
 		alias, minor string

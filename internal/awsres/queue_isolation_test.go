@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/do-now/function-karpenter/internal/config"
+	"github.com/do-now/function-karpenter/internal/config/configtest"
 	"github.com/do-now/function-karpenter/internal/interruption"
 )
 
@@ -18,7 +19,7 @@ const isolationAccount = "111122223333"
 // platform's input, with what the observed EKS cluster reports.
 func isolationConfig(t *testing.T, input map[string]any) *config.Config {
 	t.Helper()
-	in, err := structpb.NewStruct(input)
+	in, err := structpb.NewStruct(configtest.Pinned(input))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/do-now/function-karpenter/internal/config"
+	"github.com/do-now/function-karpenter/internal/config/configtest"
 )
 
 // TestTrustBindsWhatTheAssociationBinds holds each role's trust conditions
@@ -45,7 +46,7 @@ func TestTrustBindsWhatTheAssociationBinds(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			in, err := structpb.NewStruct(tc.input)
+			in, err := structpb.NewStruct(configtest.Pinned(tc.input))
 			if err != nil {
 				t.Fatal(err)
 			}

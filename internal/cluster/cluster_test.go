@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/do-now/function-karpenter/internal/config"
+	"github.com/do-now/function-karpenter/internal/config/configtest"
 )
 
 func load(t *testing.T, in map[string]any) *config.Config {
@@ -19,7 +20,7 @@ func load(t *testing.T, in map[string]any) *config.Config {
 // platform's input in.
 func loadClaim(t *testing.T, extra, in map[string]any) *config.Config {
 	t.Helper()
-	s, err := structpb.NewStruct(in)
+	s, err := structpb.NewStruct(configtest.Pinned(in))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -121,7 +121,6 @@ func defaultCluster(in *v1beta1.Input) {
 		suffix := DefaultPublicSecurityGroupSuffix
 		n.PublicSecurityGroupSuffix = &suffix
 	}
-	setDefault(&n.DefaultAMIAlias, DefaultAMIAlias)
 	setDefault(&n.RootVolumeSize, DefaultRootVolumeSize)
 	if t := n.SubnetClusterTag; t != nil {
 		setDefault(&t.Value, "*")
@@ -173,6 +172,16 @@ func (c *Config) DefaultAMIAlias() string {
 		return cl.AMIAlias
 	}
 	return c.Input.Nodes.DefaultAMIAlias
+}
+
+// MinAMIAlias is the oldest AMI release the claimed cluster's pools may
+// run: the cluster's own minimum, else the platform's; "" when neither sets
+// one.
+func (c *Config) MinAMIAlias() string {
+	if cl, _ := c.Tenant(); cl.MinAMIAlias != "" {
+		return cl.MinAMIAlias
+	}
+	return c.Input.Nodes.MinAMIAlias
 }
 
 // SubnetClusterTag is the platform's tag scoping subnets to the claimed
@@ -287,6 +296,7 @@ func validateCluster(in v1beta1.Input) field.ErrorList {
 		errs = append(errs, field.Invalid(n.Child("publicSecurityGroupSuffix"), s, "must be up to 100 letters, digits and _.:/=+-@"))
 	}
 	errs = append(errs, validatePlatformAMI(n.Child("defaultAmiAlias"), in.Nodes.DefaultAMIAlias, in.Nodes)...)
+	errs = append(errs, validateMinAMI(in)...)
 	errs = append(errs, validateTenancy(in.Tenancy)...)
 	errs = append(errs, validateSubnetScope(n.Child("subnetClusterTag"), in)...)
 	errs = append(errs, validateClusterVersions(in)...)
@@ -342,6 +352,44 @@ func validatePlatformAMI(p *field.Path, alias string, nodes v1beta1.Nodes) field
 		return field.ErrorList{field.Invalid(p, alias, err.Error())}
 	}
 	return nil
+}
+
+// validateMinAMI checks the platform's minimum AMI releases, each a pinned
+// release, and that no platform pin is below the minimum of a cluster it
+// applies to: the platform-wide pin against the platform-wide minimum, and
+// each cluster's pin (its own, or the platform-wide one) against its
+// minimum (its own, or the platform-wide one).
+func validateMinAMI(in v1beta1.Input) field.ErrorList {
+	var errs field.ErrorList
+	n := field.NewPath("input", "nodes")
+	pinned := v1beta1.Nodes{} // a minimum never floats: latest is refused
+	if m := in.Nodes.MinAMIAlias; m != "" {
+		errs = append(errs, validatePlatformAMI(n.Child("minAmiAlias"), m, pinned)...)
+		if ami.Older(in.Nodes.DefaultAMIAlias, m) {
+			errs = append(errs, field.Invalid(n.Child("defaultAmiAlias"), in.Nodes.DefaultAMIAlias, "is older than input.nodes.minAmiAlias "+m))
+		}
+	}
+	if in.Tenancy == nil {
+		return errs
+	}
+	for i, cl := range in.Tenancy.Clusters {
+		cp := field.NewPath("input", "tenancy", "clusters").Index(i)
+		minimum, minPath := in.Nodes.MinAMIAlias, n.Child("minAmiAlias")
+		if cl.MinAMIAlias != "" {
+			errs = append(errs, validatePlatformAMI(cp.Child("minAmiAlias"), cl.MinAMIAlias, pinned)...)
+			minimum, minPath = cl.MinAMIAlias, cp.Child("minAmiAlias")
+		}
+		pin, pinPath := in.Nodes.DefaultAMIAlias, n.Child("defaultAmiAlias")
+		if cl.AMIAlias != "" {
+			pin, pinPath = cl.AMIAlias, cp.Child("amiAlias")
+		}
+		if cl.MinAMIAlias != "" || cl.AMIAlias != "" {
+			if ami.Older(pin, minimum) {
+				errs = append(errs, field.Invalid(pinPath, pin, fmt.Sprintf("is cluster %q's pin, older than its minimum %s (%s)", cl.Name, minimum, minPath)))
+			}
+		}
+	}
+	return errs
 }
 
 // validateControllerSize checks the controller's replicas and resources:

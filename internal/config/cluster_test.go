@@ -4,7 +4,6 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"google.golang.org/protobuf/types/known/structpb"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
@@ -14,7 +13,7 @@ import (
 // TestClusterDefaults pins the cluster half of the input's defaults, written
 // out here rather than read from the Default* constants.
 func TestClusterDefaults(t *testing.T) {
-	c, errs := Load(owner, xr(), nil)
+	c, errs := Load(owner, xr(), input(nil))
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
@@ -57,11 +56,7 @@ func TestClusterDefaults(t *testing.T) {
 	}
 
 	// The source lives with the Kustomizations unless the platform says otherwise.
-	in, err := structpb.NewStruct(map[string]any{"flux": map[string]any{"namespace": "gitops"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, errs = Load(owner, xr(), in)
+	c, errs = Load(owner, xr(), input(map[string]any{"flux": map[string]any{"namespace": "gitops"}}))
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
@@ -71,7 +66,7 @@ func TestClusterDefaults(t *testing.T) {
 
 	// The defaults are copies: a claim's input never writes into them.
 	c.Input.Nodes.PrivateSubnetTags["tenant"] = "a"
-	if c2, _ := Load(owner, xr(), nil); len(c2.Input.Nodes.PrivateSubnetTags) != 1 {
+	if c2, _ := Load(owner, xr(), input(nil)); len(c2.Input.Nodes.PrivateSubnetTags) != 1 {
 		t.Errorf("a change to one config's subnet tags leaked into the defaults: %v", c2.Input.Nodes.PrivateSubnetTags)
 	}
 }

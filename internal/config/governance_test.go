@@ -28,7 +28,7 @@ func tenancy(prodEUPools map[string]any) map[string]any {
 // here rather than read from the Default* constants: PRODUCT.md §5's
 // consolidation delay, memory floor, budget and expiry.
 func TestPoolPolicyDefaults(t *testing.T) {
-	c, errs := Load(owner, xr(), nil)
+	c, errs := Load(owner, xr(), input(nil))
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
@@ -279,7 +279,7 @@ func TestPoolBounds(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			c, errs := Load(owner, tc.spec, inputOrNil(tc.input))
+			c, errs := Load(owner, tc.spec, input(tc.input))
 			var got []string
 			for _, e := range errs {
 				got = append(got, e.Error())
@@ -472,11 +472,11 @@ func TestUnmanagedNamespaces(t *testing.T) {
 // refused: every node carries its claim's name.
 func TestOwnerLabels(t *testing.T) {
 	long := Owner{Namespace: "team-a", Name: strings.Repeat("k", 64)}
-	_, errs := Load(long, xr(), nil)
+	_, errs := Load(long, xr(), input(nil))
 	if diff := cmp.Diff([]errorID{{field.ErrorTypeInvalid, "metadata.name"}}, ids(errs)); diff != "" {
 		t.Errorf("a 64-character claim name: -want, +got:\n%s", diff)
 	}
-	if _, errs := Load(Owner{Name: "platform-xr"}, xr(), nil); len(errs) > 0 {
+	if _, errs := Load(Owner{Name: "platform-xr"}, xr(), input(nil)); len(errs) > 0 {
 		t.Errorf("an XR without a claim: %v", errs)
 	}
 }
@@ -490,7 +490,7 @@ func TestPoolsAtTheClusterCeiling(t *testing.T) {
 		xr(with("pools.private.limits", map[string]any{"cpu": "200", "memory": "800Gi"}),
 			with("pools.public.enabled", false)),
 	} {
-		if _, errs := Load(owner, spec, nil); len(errs) > 0 {
+		if _, errs := Load(owner, spec, input(nil)); len(errs) > 0 {
 			t.Errorf("pools at the cluster's ceiling refused: %v", errs)
 		}
 	}

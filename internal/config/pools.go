@@ -21,9 +21,6 @@ var (
 
 // AMI aliases.
 const (
-	// DefaultAMIAlias is the pinned AL2023 release pools use unless the
-	// platform or the tenant pins another (internal/ami).
-	DefaultAMIAlias = ami.Default
 	// LatestAMIAlias floats; refused unless the platform allows it.
 	LatestAMIAlias = ami.Latest
 )
@@ -212,6 +209,12 @@ func validatePool(p *field.Path, pool v1alpha1.Pool, c *Config) field.ErrorList 
 	default:
 		if err := ami.Check(pool.AMIAlias, "", nil); err != nil {
 			errs = append(errs, field.Invalid(p.Child("amiAlias"), pool.AMIAlias, err.Error()))
+		} else if minimum := c.MinAMIAlias(); ami.Older(pool.AMIAlias, minimum) {
+			// Refused, so nothing is updated and nothing is dropped: the
+			// nodes run on until the tenant moves the pin, which this says.
+			errs = append(errs, field.Invalid(p.Child("amiAlias"), pool.AMIAlias, fmt.Sprintf(
+				"is older than the platform's minimum %s for cluster %q: pin %s or later, or remove the pin to run the platform's %s",
+				minimum, cluster, minimum, c.DefaultAMIAlias())))
 		}
 	}
 	return errs

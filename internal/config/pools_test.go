@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"google.golang.org/protobuf/types/known/structpb"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/do-now/function-karpenter/apis/v1alpha1"
@@ -213,16 +212,9 @@ func TestLoadInvalidClusterHalf(t *testing.T) {
 	})
 }
 
-func inputOrNil(fields map[string]any) *structpb.Struct {
-	if fields == nil {
-		return nil
-	}
-	return input(fields)
-}
-
 // TestPoolDefaults checks what a pool a tenant leaves empty becomes.
 func TestPoolDefaults(t *testing.T) {
-	c, errs := Load(owner, xr(), nil)
+	c, errs := Load(owner, xr(), input(nil))
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
@@ -276,7 +268,7 @@ func tenancyWith(key string, value any) map[string]any {
 // the platform-wide one; a pool's own pin still wins, and another
 // cluster's pools keep the platform's.
 func TestClusterAMIPin(t *testing.T) {
-	in := input(map[string]any{"tenancy": tenancyWith("amiAlias", "al2023@v20260403")})
+	in := input(map[string]any{"tenancy": tenancyWith("amiAlias", "al2023@v20260403"), "nodes": map[string]any{"defaultAmiAlias": "al2023@v20260610"}})
 	c, errs := Load(owner, xr(with("pools.public.amiAlias", "al2023@v20260114")), in)
 	if len(errs) > 0 {
 		t.Fatal(errs)
@@ -291,8 +283,8 @@ func TestClusterAMIPin(t *testing.T) {
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
-	if got := other.Spec.Pools.Private.AMIAlias; got != DefaultAMIAlias {
-		t.Errorf("prod-us's private pool pinned %s, want the platform's %s", got, DefaultAMIAlias)
+	if got := other.Spec.Pools.Private.AMIAlias; got != "al2023@v20260610" {
+		t.Errorf("prod-us's private pool pinned %s, want the platform's al2023@v20260610 (not the newest release known)", got)
 	}
 }
 
@@ -321,7 +313,7 @@ func TestSubnetScope(t *testing.T) {
 // pool's path, the platform's pin as much as a tenant's; before, nothing
 // is refused for it.
 func TestAMIsServeTheCluster(t *testing.T) {
-	c, errs := Load(owner, xr(with("pools.private.amiAlias", "al2023@v20251120")), nil)
+	c, errs := Load(owner, xr(with("pools.private.amiAlias", "al2023@v20251120")), input(nil))
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
@@ -345,4 +337,81 @@ func TestAMIsServeTheCluster(t *testing.T) {
 	if !said {
 		t.Errorf("the platform's default on a 1.29 cluster: %v, want it refused as the platform's pin", c.CheckAMIsServe())
 	}
+}
+
+// TestMinimumAMI: the platform's minimum release (platform-wide, or a
+// cluster's own) refuses a tenant's older pin at its field path, saying what
+// to move to, and refuses a platform pin below it; newer pins and latest
+// (where allowed) pass.
+func TestMinimumAMI(t *testing.T) {
+	floor := map[string]any{"defaultAmiAlias": "al2023@v20260714", "minAmiAlias": "al2023@v20260505"}
+	for name, tc := range map[string]struct {
+		spec map[string]any
+		in   map[string]any
+	}{
+		"AtTheMinimum":  {spec: xr(with("pools.private.amiAlias", "al2023@v20260505")), in: map[string]any{"nodes": floor}},
+		"AboveIt":       {spec: xr(with("pools.private.amiAlias", "al2023@v20260610")), in: map[string]any{"nodes": floor}},
+		"NoPin":         {spec: xr(), in: map[string]any{"nodes": floor}},
+		"LatestAllowed": {spec: xr(with("pools.public.amiAlias", "al2023@latest")), in: map[string]any{"nodes": map[string]any{"defaultAmiAlias": "al2023@v20260714", "minAmiAlias": "al2023@v20260505", "allowLatestAmi": true}}},
+		"AnotherClustersMinimum": {
+			spec: xr(with("pools.private.amiAlias", "al2023@v20260403")),
+			in: map[string]any{"tenancy": func() map[string]any {
+				t := tenancy(nil)
+				t["clusters"].([]any)[0].(map[string]any)["minAmiAlias"] = "al2023@v20260505" // not prod-eu
+				return t
+			}()},
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if _, errs := Load(owner, tc.spec, input(tc.in)); len(errs) > 0 {
+				t.Errorf("want accepted, got %v", errs)
+			}
+		})
+	}
+
+	_, errs := Load(owner, xr(with("pools.private.amiAlias", "al2023@v20260403")), input(map[string]any{"nodes": floor}))
+	want := field.ErrorList{field.Invalid(field.NewPath("spec", "pools", "private", "amiAlias"), "al2023@v20260403",
+		`is older than the platform's minimum al2023@v20260505 for cluster "prod-eu": pin al2023@v20260505 or later, or remove the pin to run the platform's al2023@v20260714`)}
+	if diff := cmp.Diff(want.ToAggregate().Error(), errs.ToAggregate().Error()); diff != "" {
+		t.Errorf("a tenant's pin below the minimum (-want +got):\n%s", diff)
+	}
+
+	testLoadInvalid(t, map[string]invalidCase{
+		"ClusterMinimumWins": {
+			reason: "A cluster's own minimum refuses a pin the platform-wide one would let through.",
+			spec:   xr(with("pools.public.amiAlias", "al2023@v20260610")),
+			input: input(map[string]any{"nodes": floor, "tenancy": map[string]any{"clusters": []any{
+				prodEUDeclared(with("minAmiAlias", "al2023@v20260618"), with("amiAlias", "al2023@v20260714")),
+			}}}),
+			want: []errorID{{field.ErrorTypeInvalid, "spec.pools.public.amiAlias"}},
+		},
+		"PlatformPinBelowTheMinimum": {
+			reason: "The platform cannot pin below its own minimum.",
+			spec:   xr(),
+			input:  input(map[string]any{"nodes": map[string]any{"defaultAmiAlias": "al2023@v20260403", "minAmiAlias": "al2023@v20260505"}}),
+			want:   []errorID{{field.ErrorTypeInvalid, "input.nodes.defaultAmiAlias"}},
+		},
+		"ClusterPinBelowItsMinimum": {
+			reason: "A cluster's pin below its own minimum is refused at the cluster's pin.",
+			spec:   xr(),
+			input: input(map[string]any{"tenancy": map[string]any{"clusters": []any{
+				prodEUDeclared(with("minAmiAlias", "al2023@v20260618"), with("amiAlias", "al2023@v20260610")),
+			}}}),
+			want: []errorID{{field.ErrorTypeInvalid, "input.tenancy.clusters[0].amiAlias"}},
+		},
+		"ClusterMinimumAbovePlatformPin": {
+			reason: "A cluster that pins nothing of its own runs the platform's pin, which must meet the cluster's minimum.",
+			spec:   xr(),
+			input: input(map[string]any{"nodes": map[string]any{"defaultAmiAlias": "al2023@v20260610"}, "tenancy": map[string]any{"clusters": []any{
+				prodEUDeclared(with("minAmiAlias", "al2023@v20260618")),
+			}}}),
+			want: []errorID{{field.ErrorTypeInvalid, "input.nodes.defaultAmiAlias"}},
+		},
+		"MinimumFloats": {
+			reason: "A minimum of latest would refuse every pin each time AWS releases.",
+			spec:   xr(),
+			input:  input(map[string]any{"nodes": map[string]any{"minAmiAlias": "al2023@latest", "allowLatestAmi": true}}),
+			want:   []errorID{{field.ErrorTypeInvalid, "input.nodes.minAmiAlias"}},
+		},
+	})
 }

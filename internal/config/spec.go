@@ -159,6 +159,7 @@ func Load(owner Owner, xrSpec map[string]any, in *structpb.Struct) (*Config, fie
 	}
 	platformFacts(c)
 	errs = append(errs, validatePoolPolicy(c)...)
+	errs = append(errs, validatePins(c.Input)...)
 	errs = append(errs, validateVersionsInput(&c.Input.Versions)...)
 	errs = append(errs, validateGates(c.Input.Controller)...)
 	if len(errs) > 0 {

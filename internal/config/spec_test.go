@@ -13,6 +13,7 @@ import (
 
 	"github.com/do-now/function-karpenter/apis/input/v1beta1"
 	"github.com/do-now/function-karpenter/apis/v1alpha1"
+	"github.com/do-now/function-karpenter/internal/config/configtest"
 	"github.com/do-now/function-karpenter/internal/naming"
 )
 
@@ -46,10 +47,12 @@ func xr(changes ...change) map[string]any {
 	return s
 }
 
-// input returns a function input with the given fields. A tenancy cluster
-// that has no region key is given the facts the platform declares of it
-// (declare), so cases write only what they test.
+// input returns a function input with the given fields and the pins every
+// input holds (configtest.Pinned: a pin set to nil is left out). A tenancy
+// cluster that has no region key is given the facts the platform declares of
+// it (declare), so cases write only what they test.
 func input(fields map[string]any) *structpb.Struct {
+	fields = configtest.Pinned(fields)
 	if t, ok := fields["tenancy"].(map[string]any); ok {
 		for _, cl := range t["clusters"].([]any) {
 			if m := cl.(map[string]any); m["region"] == nil {
@@ -519,7 +522,11 @@ func testLoadInvalid(t *testing.T, cases map[string]invalidCase) {
 	t.Helper()
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			c, errs := Load(owner, tc.spec, tc.input)
+			in := tc.input
+			if in == nil {
+				in = input(nil)
+			}
+			c, errs := Load(owner, tc.spec, in)
 			if diff := cmp.Diff(tc.want, ids(errs)); diff != "" {
 				t.Errorf("\n%s\nLoad(...): -want, +got errors:\n%s\n(all: %v)", tc.reason, diff, errs)
 			}
@@ -559,10 +566,10 @@ func TestLoadValid(t *testing.T) {
 		input  *structpb.Struct
 		want   want
 	}{
-		"NilInput": {
-			reason: "A Composition may give no input: every input field then takes its default, and the version defaults to 1.15.2.",
+		"PinsOnly": {
+			reason: "An input of the platform's pins alone: every other input field takes its default, and the claim the pinned version.",
 			spec:   xr(),
-			input:  nil,
+			input:  input(nil),
 			want: want{
 				config:   &Config{Spec: prodEU, Input: defaults, NodeRole: prodEURole, Account: prodEUAccount},
 				rolePath: "/socle/prod-eu/",
@@ -695,7 +702,11 @@ func TestLoadValid(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			c, errs := Load(owner, tc.spec, tc.input)
+			in := tc.input
+			if in == nil {
+				in = input(nil)
+			}
+			c, errs := Load(owner, tc.spec, in)
 			if len(errs) > 0 {
 				t.Fatalf("\n%s\nLoad(...): unexpected errors: %v", tc.reason, errs)
 			}

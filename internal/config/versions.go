@@ -59,17 +59,10 @@ func validateGates(in v1beta1.Controller) field.ErrorList {
 	return errs
 }
 
-// defaultVersions completes the platform's choice: every known version
-// allowed, the newest allowed the default; and a claim that names no
-// version gets the default.
+// defaultVersions gives a claim that names no version the platform's pin:
+// its cluster's own, else the platform-wide one (validatePins requires it).
 func defaultVersions(c *Config) {
 	v := &c.Input.Versions
-	if len(v.Allowed) == 0 {
-		v.Allowed = versions.Known()
-	}
-	if v.Default == "" {
-		v.Default = slices.MaxFunc(v.Allowed, versions.Compare)
-	}
 	if c.Spec.Version == "" {
 		c.Spec.Version = v1alpha1.KarpenterVersion(v.Default)
 		if cl, _ := c.Tenant(); cl.DefaultVersion != "" {

@@ -15,21 +15,10 @@ func TestVersions(t *testing.T) {
 		// version is what the claim gets; err what a refusal says.
 		version, err string
 	}{
-		"DefaultIsTheNewest": {
-			reason:  "A claim naming no version gets the newest known one when the platform says nothing.",
-			spec:    xr(with("version", nil)),
-			version: "1.15.2",
-		},
 		"PlatformDefault": {
 			reason:  "A claim naming no version gets the platform's default.",
 			spec:    xr(with("version", nil)),
 			input:   map[string]any{"versions": map[string]any{"default": "1.14.1"}},
-			version: "1.14.1",
-		},
-		"NewestAllowedIsTheDefault": {
-			reason:  "Without a default, the newest version the platform allows.",
-			spec:    xr(with("version", nil)),
-			input:   map[string]any{"versions": map[string]any{"allowed": []any{"1.14.1"}}},
 			version: "1.14.1",
 		},
 		"NamedVersionKept": {
@@ -41,7 +30,7 @@ func TestVersions(t *testing.T) {
 		"NotAllowed": {
 			reason: "A version the platform does not allow is refused at spec.version, naming what it allows.",
 			spec:   xr(with("version", "1.15.0")),
-			input:  map[string]any{"versions": map[string]any{"allowed": []any{"1.14.1"}}},
+			input:  map[string]any{"versions": map[string]any{"allowed": []any{"1.14.1"}, "default": "1.14.1"}},
 			err:    `spec.version: Unsupported value: "1.15.0": supported values: "1.14.1"`,
 		},
 		"UnknownAllowed": {

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/do-now/function-karpenter/internal/config"
+	"github.com/do-now/function-karpenter/internal/config/configtest"
 	"github.com/do-now/function-karpenter/internal/convert"
 	"github.com/do-now/function-karpenter/internal/versions"
 )
@@ -38,10 +39,10 @@ func TestKustomizationsImpersonate(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			in, err := structpb.NewStruct(map[string]any{"flux": tc.flux, "tenancy": map[string]any{"clusters": []any{map[string]any{
+			in, err := structpb.NewStruct(configtest.Pinned(map[string]any{"flux": tc.flux, "tenancy": map[string]any{"clusters": []any{map[string]any{
 				"name": "prod-eu", "account": "111122223333", "region": "eu-west-3",
 				"nodeIdentity": map[string]any{"roleArn": "arn:aws:iam::111122223333:role/nodes", "instanceProfile": "nodes"},
-			}}}})
+			}}}}))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/do-now/function-karpenter/internal/config"
+	"github.com/do-now/function-karpenter/internal/config/configtest"
 	"github.com/do-now/function-karpenter/internal/versions"
 )
 
@@ -85,7 +86,7 @@ func load(t *testing.T, grace, fluxTimeout string, perCluster bool) *config.Conf
 	} else {
 		in["pools"] = pools
 	}
-	s, err := structpb.NewStruct(in)
+	s, err := structpb.NewStruct(configtest.Pinned(in))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/do-now/function-karpenter/internal/cluster"
 	"github.com/do-now/function-karpenter/internal/config"
+	"github.com/do-now/function-karpenter/internal/config/configtest"
 	"github.com/do-now/function-karpenter/internal/versions"
 )
 
@@ -49,7 +50,7 @@ func loadSized(t *testing.T, clusterController map[string]any) *config.Config {
 	if clusterController != nil {
 		cl["controller"] = clusterController
 	}
-	in, err := structpb.NewStruct(map[string]any{"tenancy": map[string]any{"clusters": []any{cl}}})
+	in, err := structpb.NewStruct(configtest.Pinned(map[string]any{"tenancy": map[string]any{"clusters": []any{cl}}}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/do-now/function-karpenter/internal/awsres"
 	"github.com/do-now/function-karpenter/internal/config"
+	"github.com/do-now/function-karpenter/internal/config/configtest"
 	"github.com/do-now/function-karpenter/internal/scope"
 )
 
@@ -41,14 +42,14 @@ var namespacedTypes = func() *runtime.Scheme {
 // both APIs. A field whose shape differs between the scopes (Target's
 // sqsTarget is an array in one, an object in the other) fails here.
 func TestNamespacedKindsKeepEveryField(t *testing.T) {
-	in, err := structpb.NewStruct(map[string]any{
+	in, err := structpb.NewStruct(configtest.Pinned(map[string]any{
 		"tags":                   map[string]any{"cost-center": "platform"},
 		"permissionsBoundaryArn": "arn:aws:iam::111122223333:policy/socle-boundary",
 		"tenancy": map[string]any{"clusters": []any{
 			map[string]any{"name": "prod-eu", "account": "111122223333", "namespaces": []any{"team-a"}, "region": "eu-west-3",
 				"nodeIdentity": map[string]any{"roleArn": "arn:aws:iam::111122223333:role/nodes", "instanceProfile": "nodes"}},
 		}},
-	})
+	}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -71,9 +71,10 @@ type Input struct {
 	Flux Flux `json:"flux,omitempty"`
 
 	// Versions are the Karpenter versions tenants may use, and the one a
-	// claim that names none gets.
-	// +optional
-	Versions Versions `json:"versions,omitempty"`
+	// claim that names none gets: the platform's pins, required, so a
+	// function release that knows a new version offers it to nobody and
+	// upgrades nothing until the platform moves them.
+	Versions Versions `json:"versions"`
 
 	// Controller pins the Karpenter controller, and the access check, to the
 	// cluster's fixed system nodes: the controller must never run on a node
@@ -91,9 +92,9 @@ type Input struct {
 	// +optional
 	Monitoring Monitoring `json:"monitoring,omitempty"`
 
-	// Nodes are the platform's settings of the node pools.
-	// +optional
-	Nodes Nodes `json:"nodes,omitempty"`
+	// Nodes are the platform's settings of the node pools; their AMI pin
+	// (defaultAmiAlias) is required.
+	Nodes Nodes `json:"nodes"`
 
 	// Pools are the platform's bounds and defaults of every node pool of
 	// every cluster; tenancy.clusters[].pools overrides them field by field.
@@ -193,6 +194,10 @@ type TenantCluster struct {
 	// plane is upgraded.
 	// +optional
 	AMIAlias string `json:"amiAlias,omitempty"`
+	// MinAMIAlias is the oldest AMI release this cluster's pools may run,
+	// in place of input.nodes.minAmiAlias.
+	// +optional
+	MinAMIAlias string `json:"minAmiAlias,omitempty"`
 	// Controller overrides input.controller's replicas and resources for
 	// this cluster, field by field.
 	// +optional
@@ -343,15 +348,18 @@ type ControllerSize struct {
 
 // Versions are the platform's choice of Karpenter versions.
 type Versions struct {
-	// Allowed are the versions tenants may ask for; all known versions when
-	// empty.
+	// Allowed are the versions tenants may ask for. Required: a version
+	// a new function release knows is allowed only once the platform
+	// lists it.
 	// +listType=set
-	// +optional
-	Allowed []string `json:"allowed,omitempty"`
-	// Default is the version of a claim that names none; the newest allowed
-	// when empty. Changing it upgrades those claims, in order.
-	// +optional
-	Default string `json:"default,omitempty"`
+	// +kubebuilder:validation:MinItems=1
+	Allowed []string `json:"allowed"`
+	// Default is the version of a claim that names none, one of Allowed.
+	// Required: a new function release never moves it. Changing it
+	// upgrades those claims, in order; a cluster's own defaultVersion
+	// moves one cluster at a time.
+	// +kubebuilder:validation:MinLength=1
+	Default string `json:"default"`
 }
 
 // Monitoring says whether and where Karpenter's alert rules (a
@@ -460,12 +468,21 @@ type Nodes struct {
 	// +optional
 	PublicSecurityGroupSuffix *string `json:"publicSecurityGroupSuffix,omitempty"`
 	// DefaultAMIAlias is the pinned AMI of pools that do not choose one,
-	// where the cluster's tenancy entry pins none (amiAlias). Default
-	// al2023@v20260714, which serves Kubernetes 1.30 to 1.36. A pin the
-	// function knows is no release, or serves no AMI for the cluster's
-	// Kubernetes minor, is refused.
+	// where the cluster's tenancy entry pins none (amiAlias), such as
+	// al2023@v20260714. Required: a new function release that knows newer
+	// releases never moves it, so no node drifts until the platform moves
+	// it. A pin the function knows is no release, or serves no AMI for the
+	// cluster's Kubernetes minor, is refused.
+	// +kubebuilder:validation:MinLength=1
+	DefaultAMIAlias string `json:"defaultAmiAlias"`
+	// MinAMIAlias is the oldest AMI release any pool may run, such as
+	// al2023@v20260505: raise it to force a security patch. A pool pinned
+	// below it is refused at its field path (what runs stays; the claim
+	// says which release to move to), and so is a platform pin below it.
+	// A cluster may set its own (tenancy.clusters[].minAmiAlias). Unset:
+	// no minimum.
 	// +optional
-	DefaultAMIAlias string `json:"defaultAmiAlias,omitempty"`
+	MinAMIAlias string `json:"minAmiAlias,omitempty"`
 	// AllowLatestAMI lets pools use al2023@latest.
 	// +optional
 	AllowLatestAMI bool `json:"allowLatestAmi,omitempty"`
