@@ -10,7 +10,6 @@ import (
 	"github.com/crossplane/function-sdk-go/resource"
 	"github.com/google/go-cmp/cmp"
 	"sigs.k8s.io/yaml"
-
 )
 
 // readyAt walks a claim of version v (none when empty), with the
