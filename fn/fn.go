@@ -264,6 +264,7 @@ func (f *Function) compose(req *fnv1.RunFunctionRequest, objects any) (rsp *fnv1
 	// The version this call composes for: the claim's, or for a claim that
 	// names none, what it runs when the platform's default is older.
 	cfg.Spec.Version = v1alpha1.KarpenterVersion(plan.To)
+	errs = append(errs, cfg.CheckVersionServes(plan.To)...)
 	if len(errs) > 0 {
 		log.Info("refusing XR", "error", errs.ToAggregate().Error())
 		refuse(rsp, oxr, ReasonRefused, errors.Errorf("refusing %s %q: %s", oxr.Resource.GetKind(), oxr.Resource.GetName(), errs.ToAggregate().Error()))
@@ -357,7 +358,7 @@ func (f *Function) compose(req *fnv1.RunFunctionRequest, objects any) (rsp *fnv1
 			}
 		}
 	}
-	conditions := append(out.Conditions, versionCondition(plan), poolsOf(poolstatus.ConditionType, poolsCondition), poolsOf(poolstatus.ValidationType, poolstatus.Validated(cfg, observed)))
+	conditions := append(out.Conditions, versionCondition(plan), nextMinorCondition(cfg.NextMinor(plan.To)), poolsOf(poolstatus.ConditionType, poolsCondition), poolsOf(poolstatus.ValidationType, poolstatus.Validated(cfg, observed)))
 	if c, ok := tenancy.Admission(cfg, req); ok {
 		conditions = append(conditions, c)
 	}
@@ -429,6 +430,30 @@ const (
 	ReasonInstalling = "Installing"
 	ReasonUpgrading  = "Upgrading"
 )
+
+// ConditionNextMinor says whether the claim is ready for its cluster's next
+// Kubernetes minor: read before upgrading the control plane.
+const ConditionNextMinor = "NextMinorReady"
+
+// Reasons of ConditionNextMinor.
+const (
+	ReasonNextMinorServed  = "Served"
+	ReasonNextMinorBlocked = "NotServed"
+	ReasonNextMinorUnknown = "ClusterVersionUnknown"
+)
+
+func nextMinorCondition(n config.NextMinor) sequence.Condition {
+	switch {
+	case !n.Known:
+		return sequence.Condition{Type: ConditionNextMinor, Unknown: true, Reason: ReasonNextMinorUnknown, Message: "AWS has not reported the cluster's Kubernetes version yet"}
+	case len(n.Blockers) > 0:
+		return sequence.Condition{Type: ConditionNextMinor, Reason: ReasonNextMinorBlocked,
+			Message: fmt.Sprintf("not ready for Kubernetes %s: %s", n.Minor, strings.Join(n.Blockers, "; "))}
+	default:
+		return sequence.Condition{Type: ConditionNextMinor, Ready: true, Reason: ReasonNextMinorServed,
+			Message: fmt.Sprintf("the Karpenter version and every pool's AMI serve Kubernetes %s", n.Minor)}
+	}
+}
 
 func versionCondition(p upgrade.Plan) sequence.Condition {
 	switch {

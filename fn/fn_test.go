@@ -55,6 +55,8 @@ func wantConditions(ready int, first string) map[string]cond {
 		"VersionReady":         {fnv1.Status_STATUS_CONDITION_TRUE, "Current"},
 		"PoolsWithinLimits":    {fnv1.Status_STATUS_CONDITION_UNKNOWN, "NotObservedYet"},
 		"NodeClassesValidated": {fnv1.Status_STATUS_CONDITION_UNKNOWN, "NotObservedYet"},
+		// The fake cluster runs Kubernetes 1.34 (clusterVersion): 1.15.0 and the pin serve 1.35.
+		"NextMinorReady": {fnv1.Status_STATUS_CONDITION_TRUE, "Served"},
 	}
 	for i, s := range steps {
 		switch {
@@ -83,6 +85,12 @@ func withObserved(observed map[resource.Name]map[string]any, name resource.Name,
 	out := copyObserved(observed)
 	out[name] = o
 	return out
+}
+
+// clusterUnobserved is want before AWS reports the cluster's version.
+func clusterUnobserved(want map[string]cond) map[string]cond {
+	want["NextMinorReady"] = cond{fnv1.Status_STATUS_CONDITION_UNKNOWN, "ClusterVersionUnknown"}
+	return want
 }
 
 // observedPools is want once the pools' NodePools are observed, below
@@ -303,7 +311,7 @@ func walkToReady(t *testing.T, a api) {
 	if got := desiredNames(rsp); !cmp.Equal(got, []string{"cluster-lease"}) {
 		t.Fatalf("nothing exists: desired %v, want the lease alone", got)
 	}
-	waiting := installing(wantConditions(0, "WaitingForPrerequisites"))
+	waiting := clusterUnobserved(installing(wantConditions(0, "WaitingForPrerequisites")))
 	waiting["ClusterHeld"] = cond{fnv1.Status_STATUS_CONDITION_FALSE, "Creating"}
 	if diff := cmp.Diff(waiting, conditionsOf(rsp)); diff != "" {
 		t.Errorf("nothing exists: conditions (-want +got):\n%s", diff)
@@ -313,7 +321,7 @@ func walkToReady(t *testing.T, a api) {
 	// Step one but its controller policy, which names the cluster's VPC:
 	// it waits for the observed cluster to be Ready and report it.
 	rsp = call(aws.observe(rsp, false))
-	round{desired: step1BeforeVPC, conditions: installing(wantConditions(0, "Creating"))}.check(t, "lease exists", rsp)
+	round{desired: step1BeforeVPC, conditions: clusterUnobserved(installing(wantConditions(0, "Creating")))}.check(t, "lease exists", rsp)
 
 	observed := aws.observe(rsp, false)
 	rsp = call(observed)
@@ -517,6 +525,7 @@ func TestEventsOnlyOnTransitions(t *testing.T) {
 			{"VersionReady", "False", "Installing"},
 			{"PoolsWithinLimits", "Unknown", "NotObservedYet"},
 			{"NodeClassesValidated", "Unknown", "NotObservedYet"},
+			{"NextMinorReady", "Unknown", "ClusterVersionUnknown"},
 		} {
 			if changed, ok := changes[c[0]]; ok {
 				c[1], c[2] = changed[0], changed[1]
@@ -531,9 +540,9 @@ func TestEventsOnlyOnTransitions(t *testing.T) {
 		want   int
 	}{
 		"FirstCall": {
-			reason: "A new XR shows no step conditions: each step's state (its lease's first), and its version's, is news.",
+			reason: "A new XR shows no step conditions: each step's state (its lease's first), its version's and its next minor's, is news.",
 			req:    aRequest(t).build(),
-			want:   10,
+			want:   11,
 		},
 		"NothingChanged": {
 			reason: "The XR already shows every step as it is: no event.",

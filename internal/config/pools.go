@@ -290,35 +290,3 @@ func validateQuantity(p *field.Path, v string, max resource.Quantity) field.Erro
 	return nil
 }
 
-// CheckAMIsServe refuses a pool pinned to an AMI release the function
-// knows serves no AMI for the cluster's Kubernetes version (as AWS
-// reports it, once observed): Karpenter would resolve no image, and no
-// node would launch. A release newer than the function knows is left to
-// the preflight.
-func (c *Config) CheckAMIsServe() field.ErrorList {
-	parts := strings.SplitN(c.ClusterVersion, ".", 3)
-	if len(parts) < 2 {
-		return nil
-	}
-	minor := parts[0] + "." + parts[1]
-	var errs field.ErrorList
-	p := field.NewPath("spec", "pools")
-	pools := map[string]v1alpha1.Pool{"private": c.Spec.Pools.Private}
-	if c.PublicEnabled() {
-		pools["public"] = c.Spec.Pools.Public.Pool
-	}
-	for _, name := range []string{"private", "public"} {
-		pool, ok := pools[name]
-		if !ok {
-			continue
-		}
-		if err := ami.Check(pool.AMIAlias, minor, untyped(pool.Architectures)); err != nil {
-			why := err.Error()
-			if pool.AMIAlias == c.DefaultAMIAlias() {
-				why += " (the platform's pin for the cluster: tenancy.clusters[].amiAlias or input.nodes.defaultAmiAlias)"
-			}
-			errs = append(errs, field.Invalid(p.Child(name, "amiAlias"), pool.AMIAlias, fmt.Sprintf("cluster %q runs Kubernetes %s: %s", c.Spec.Cluster.Name, c.ClusterVersion, why)))
-		}
-	}
-	return errs
-}

@@ -104,6 +104,12 @@ type Version struct {
 	// from to this one in one step; empty when every older known version
 	// may.
 	UpgradeFrom string
+	// Kubernetes are the oldest and newest Kubernetes minors this version
+	// runs on: its pkg/providers/version/version.go's MinK8sVersion and
+	// MaxK8sVersion, outside which its version controller refuses the
+	// cluster ("karpenter is not compatible with kubernetes version").
+	// test/flux holds them against each version's module zip.
+	Kubernetes [2]string
 	// Dashboards are Karpenter's own Grafana dashboards for this version,
 	// by name, at the URLs its documentation publishes them (its Getting
 	// Started's grafana-values.yaml); delivered by reference, never
@@ -131,6 +137,7 @@ var (
 		Gates:      map[Gate]GateUse{NodeRepair: nodeRepair},
 		Reference:  "karpenter-1.14-reference.json",
 		Module:     karpenterModule + "@v1.14.1",
+		Kubernetes: [2]string{"1.26", "1.36"},
 		Dashboards: dashboards("v1.14"),
 	}
 	v1_15_0 = Version{
@@ -149,6 +156,7 @@ var (
 		},
 		Reference:  "karpenter-1.14-reference.json",
 		Module:     karpenterModule + "@v1.15.0",
+		Kubernetes: [2]string{"1.26", "1.37"},
 		Dashboards: dashboards("v1.15"),
 	}
 )
@@ -294,4 +302,13 @@ func CheckUpgrade(from, to string) error {
 		return fmt.Errorf("Karpenter %s may be upgraded to from %s or later, not from %s: upgrade through %s first", to, t.UpgradeFrom, from, t.UpgradeFrom)
 	}
 	return nil
+}
+
+// Serves tells whether v runs on Kubernetes minor (1.N).
+func (v Version) Serves(minor string) bool {
+	m, err := version.ParseGeneric(minor)
+	if err != nil {
+		return false
+	}
+	return !m.LessThan(version.MustParseGeneric(v.Kubernetes[0])) && !version.MustParseGeneric(v.Kubernetes[1]).LessThan(m)
 }

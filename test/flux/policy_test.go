@@ -2,6 +2,7 @@ package flux
 
 import (
 	"encoding/json"
+	"maps"
 	"regexp"
 	"slices"
 	"sort"
@@ -139,4 +140,21 @@ func TestPolicyCoversWhatEachVersionCalls(t *testing.T) {
 // name differs, or a permission AWS checks on the caller's behalf.
 var notCalledButGranted = []string{
 	"iam:PassRole", // checked by EC2 when RunInstances/CreateFleet launch with the node role
+}
+
+// TestKubernetesRange holds each version's Kubernetes minors against what its
+// own module zip's pkg/providers/version/version.go declares (MinK8sVersion,
+// MaxK8sVersion): the range the function refuses a cluster outside of.
+func TestKubernetesRange(t *testing.T) {
+	constant := regexp.MustCompile(`(?m)^\s*(MinK8sVersion|MaxK8sVersion)\s*=\s*"([0-9.]+)"`)
+	for _, v := range versions.All {
+		src := string(karpenterModule(t, v.Module).file(t, "pkg/providers/version/version.go"))
+		got := map[string]string{}
+		for _, m := range constant.FindAllStringSubmatch(src, -1) {
+			got[m[1]] = m[2]
+		}
+		if want := (map[string]string{"MinK8sVersion": v.Kubernetes[0], "MaxK8sVersion": v.Kubernetes[1]}); !maps.Equal(got, want) {
+			t.Errorf("Karpenter %s: internal/versions says Kubernetes %v, its version.go %v", v.Version, v.Kubernetes, got)
+		}
+	}
 }
