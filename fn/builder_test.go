@@ -64,8 +64,9 @@ func aRequest(t testing.TB) *requestBuilder {
 			"apiVersion": "karpenter.fn.socle.do-now.io/v1beta1",
 			"kind":       "Input",
 			"tags":       map[string]any{"cost-center": "platform"},
-			"nodes":      map[string]any{"publicSecurityGroupSuffix": "-public-nodes", "defaultAmiAlias": "al2023@v20260714"},
-			"versions":   map[string]any{"allowed": []any{"1.14.1", "1.14.3", "1.15.0", "1.15.2"}, "default": "1.15.2"},
+			"nodes": map[string]any{"publicSecurityGroupSuffix": "-public-nodes", "defaultAmiAlias": "al2023@v20260714",
+				"startupTaints": []any{map[string]any{"key": "node.cilium.io/agent-not-ready", "value": "true", "effect": "NoExecute"}}},
+			"versions": map[string]any{"allowed": []any{"1.14.1", "1.14.3", "1.15.0", "1.15.2"}, "default": "1.15.2"},
 			"tenancy": map[string]any{"clusters": []any{
 				map[string]any{"name": clusterName, "account": account, "namespaces": []any{"team-a"}, "region": region,
 					"nodeIdentity": map[string]any{"roleArn": nodeRoleARN, "instanceProfile": "prod-eu-bootstrap-nodes"}},

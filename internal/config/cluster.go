@@ -184,6 +184,15 @@ func (c *Config) MinAMIAlias() string {
 	return c.Input.Nodes.MinAMIAlias
 }
 
+// StartupTaints are the claimed cluster's CNI startup taints: the cluster's
+// own, else the platform's.
+func (c *Config) StartupTaints() []v1beta1.Taint {
+	if cl, _ := c.Tenant(); cl.StartupTaints != nil {
+		return cl.StartupTaints
+	}
+	return c.Input.Nodes.StartupTaints
+}
+
 // SubnetClusterTag is the platform's tag scoping subnets to the claimed
 // cluster, with the cluster's name in place; ok is false when the platform
 // sets none.
@@ -297,6 +306,7 @@ func validateCluster(in v1beta1.Input) field.ErrorList {
 	}
 	errs = append(errs, validatePlatformAMI(n.Child("defaultAmiAlias"), in.Nodes.DefaultAMIAlias, in.Nodes)...)
 	errs = append(errs, validateMinAMI(in)...)
+	errs = append(errs, validateTaints(n.Child("startupTaints"), in.Nodes.StartupTaints)...)
 	errs = append(errs, validateTenancy(in.Tenancy)...)
 	errs = append(errs, validateSubnetScope(n.Child("subnetClusterTag"), in)...)
 	errs = append(errs, validateClusterVersions(in)...)
@@ -306,6 +316,7 @@ func validateCluster(in v1beta1.Input) field.ErrorList {
 			if cl.AMIAlias != "" {
 				errs = append(errs, validatePlatformAMI(cp.Child("amiAlias"), cl.AMIAlias, in.Nodes)...)
 			}
+			errs = append(errs, validateTaints(cp.Child("startupTaints"), cl.StartupTaints)...)
 			if cl.Controller != nil {
 				errs = append(errs, validateControllerSize(cp.Child("controller"), *cl.Controller)...)
 			}
@@ -391,6 +402,29 @@ func validateMinAMI(in v1beta1.Input) field.ErrorList {
 	}
 	return errs
 }
+
+// validateTaints checks startup taints as the NodePool CRD takes them: a
+// qualified key, a known effect, each key and effect once.
+func validateTaints(p *field.Path, taints []v1beta1.Taint) field.ErrorList {
+	var errs field.ErrorList
+	seen := map[string]bool{}
+	for i, t := range taints {
+		ip := p.Index(i)
+		for _, msg := range validation.IsQualifiedName(t.Key) {
+			errs = append(errs, field.Invalid(ip.Child("key"), t.Key, msg))
+		}
+		if !slices.Contains(taintEffects, t.Effect) {
+			errs = append(errs, field.NotSupported(ip.Child("effect"), t.Effect, taintEffects))
+		}
+		if seen[t.Key+":"+t.Effect] {
+			errs = append(errs, field.Duplicate(ip, t.Key+":"+t.Effect))
+		}
+		seen[t.Key+":"+t.Effect] = true
+	}
+	return errs
+}
+
+var taintEffects = []string{"NoSchedule", "PreferNoSchedule", "NoExecute"}
 
 // validateControllerSize checks the controller's replicas and resources:
 // no request above its limit.

@@ -6,6 +6,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/do-now/function-karpenter/apis/input/v1beta1"
 )
@@ -46,6 +47,7 @@ func TestClusterDefaults(t *testing.T) {
 			PublicSubnetTags:          map[string]string{"kubernetes.io/role/elb": "1"},
 			PublicSecurityGroupSuffix: &suffix,
 			DefaultAMIAlias:           "al2023@v20260714",
+			StartupTaints:             []v1beta1.Taint{},
 			RootVolumeSize:            "50Gi",
 		},
 	}
@@ -69,4 +71,39 @@ func TestClusterDefaults(t *testing.T) {
 	if c2, _ := Load(owner, xr(), input(nil)); len(c2.Input.Nodes.PrivateSubnetTags) != 1 {
 		t.Errorf("a change to one config's subnet tags leaked into the defaults: %v", c2.Input.Nodes.PrivateSubnetTags)
 	}
+}
+
+// TestStartupTaints: a cluster's own startup taints replace the platform's,
+// [] included; a taint the NodePool CRD would refuse is refused at its path.
+func TestStartupTaints(t *testing.T) {
+	cilium := map[string]any{"key": "node.cilium.io/agent-not-ready", "value": "true", "effect": "NoExecute"}
+	platform := map[string]any{"nodes": map[string]any{"startupTaints": []any{cilium}}}
+	c, errs := Load(owner, xr(), input(platform))
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	if got := c.StartupTaints(); len(got) != 1 || got[0].Key != "node.cilium.io/agent-not-ready" {
+		t.Errorf("the platform's taints: got %v", got)
+	}
+	own := input(map[string]any{"nodes": map[string]any{"startupTaints": []any{cilium}}, "tenancy": tenancyWith("startupTaints", []any{})})
+	if c, errs = Load(owner, xr(), own); len(errs) > 0 || c.StartupTaints() == nil || len(c.StartupTaints()) != 0 {
+		t.Errorf("a cluster's [] replaces the platform's taints: got %v (%v)", c, errs)
+	}
+	testLoadInvalid(t, map[string]invalidCase{
+		"BadTaints": {
+			reason: "A key the API server refuses, an effect Kubernetes has not, and a taint twice.",
+			spec:   xr(),
+			input: input(map[string]any{"nodes": map[string]any{"startupTaints": []any{
+				map[string]any{"key": "not a key", "effect": "NoSchedule"},
+				map[string]any{"key": "cni/not-ready", "effect": "Sometimes"},
+				map[string]any{"key": "cni/not-ready", "value": "x", "effect": "Sometimes"},
+			}}}),
+			want: []errorID{
+				{field.ErrorTypeInvalid, "input.nodes.startupTaints[0].key"},
+				{field.ErrorTypeNotSupported, "input.nodes.startupTaints[1].effect"},
+				{field.ErrorTypeDuplicate, "input.nodes.startupTaints[2]"},
+				{field.ErrorTypeNotSupported, "input.nodes.startupTaints[2].effect"},
+			},
+		},
+	})
 }

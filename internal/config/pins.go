@@ -7,8 +7,8 @@ import (
 )
 
 // validatePins requires what only the platform moves: the Karpenter versions
-// tenants may ask for, the version of claims that name none, and the AMI
-// release of pools that pin none. A function release knows new versions and
+// tenants may ask for, the version of claims that name none, the AMI
+// release of pools that pin none, and the CNI's startup taints. A function release knows new versions and
 // newer AMI releases; were any of these defaulted from what it knows, bumping
 // the function would upgrade Karpenter and drift the nodes of every cluster
 // at once. Pinned here, a release changes nothing until the platform moves a
@@ -28,6 +28,10 @@ func validatePins(in v1beta1.Input) field.ErrorList {
 	if in.Nodes.DefaultAMIAlias == "" {
 		errs = append(errs, field.Required(field.NewPath("input", "nodes", "defaultAmiAlias"),
 			"the platform pins the AMI release of pools that pin none (al2023@vYYYYMMDD): a function release never moves it, so no node drifts until the platform does (a cluster's own: tenancy.clusters[].amiAlias)"))
+	}
+	if in.Nodes.StartupTaints == nil {
+		errs = append(errs, field.Required(field.NewPath("input", "nodes", "startupTaints"),
+			"the platform names the startup taints its CNI lifts (Cilium's node.cilium.io/agent-not-ready), [] for none: a change drifts every node, so no release picks them"))
 	}
 	return errs
 }

@@ -15,8 +15,9 @@ func TestPinsRequired(t *testing.T) {
 		{field.ErrorTypeRequired, "input.nodes.defaultAmiAlias"},
 		{field.ErrorTypeRequired, "input.versions.allowed"},
 		{field.ErrorTypeRequired, "input.versions.default"},
+		{field.ErrorTypeRequired, "input.nodes.startupTaints"},
 	}
-	if c, errs := Load(owner, xr(), nil); c != nil || !cmp.Equal(ids(errs), all) {
+	if c, errs := Load(owner, xr(), nil); c != nil || !cmp.Equal(ids(errs), []errorID{all[0], all[3], all[1], all[2]}) {
 		t.Errorf("no input: want %v and no config, got %v", all, errs)
 	}
 	testLoadInvalid(t, map[string]invalidCase{
@@ -24,7 +25,7 @@ func TestPinsRequired(t *testing.T) {
 			reason: "A claim naming no version would get whatever a function release knows newest.",
 			spec:   xr(with("version", nil)),
 			input:  input(map[string]any{"versions": map[string]any{"default": nil}}),
-			want:   all[2:],
+			want:   all[2:3],
 		},
 		"NoAllowedVersions": {
 			reason: "Tenants would be offered every version a function release knows.",
@@ -37,6 +38,12 @@ func TestPinsRequired(t *testing.T) {
 			spec:   xr(),
 			input:  input(map[string]any{"versions": map[string]any{"allowed": []any{}}}),
 			want:   all[1:2],
+		},
+		"NoStartupTaints": {
+			reason: "Taints nothing would lift, or none where the CNI needs them: a change drifts every node, so the platform names them.",
+			spec:   xr(),
+			input:  input(map[string]any{"nodes": map[string]any{"startupTaints": nil}}),
+			want:   all[3:],
 		},
 		"NoAMIPin": {
 			reason: "Pools that pin none would drift to whatever release a function release knows newest.",

@@ -289,4 +289,3 @@ func validateQuantity(p *field.Path, v string, max resource.Quantity) field.Erro
 	}
 	return nil
 }
-

@@ -92,6 +92,10 @@ func pool(c *config.Config, name string, p v1alpha1.Pool) nodePool {
 	for i, v := range p.Architectures {
 		arch[i] = string(v)
 	}
+	startup := []taint{}
+	for _, t := range c.StartupTaints() {
+		startup = append(startup, taint{Key: t.Key, Value: t.Value, Effect: t.Effect})
+	}
 	taints := []taint{}
 	if name == Public {
 		taints = append(taints, taint{Key: PoolLabel, Value: Public, Effect: "NoSchedule"})
@@ -124,6 +128,7 @@ func pool(c *config.Config, name string, p v1alpha1.Pool) nodePool {
 				Spec: nodeClaimTemplSpec{
 					Requirements:           reqs,
 					Taints:                 taints,
+					StartupTaints:          startup,
 					ExpireAfter:            policy.ExpireAfter,
 					TerminationGracePeriod: grace,
 				},

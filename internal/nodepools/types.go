@@ -44,8 +44,11 @@ type nodeClaimTemplSpec struct {
 	Requirements []requirement `json:"requirements"`
 	// Taints is always written, empty included, so the patch replaces what
 	// the base holds.
-	Taints      []taint `json:"taints"`
-	ExpireAfter string  `json:"expireAfter"`
+	Taints []taint `json:"taints"`
+	// StartupTaints are the platform's (the CNI's), always written,
+	// empty included, likewise.
+	StartupTaints []taint `json:"startupTaints"`
+	ExpireAfter   string  `json:"expireAfter"`
 	// TerminationGracePeriod is null when the platform sets none, so the
 	// patch removes whatever the base holds.
 	TerminationGracePeriod *string `json:"terminationGracePeriod"`

@@ -81,6 +81,8 @@ type nodes struct {
 	expireAfter, terminationGracePeriod, budget string
 	reservations                                []reservationTerm
 	kubelet                                     *kubelet
+	// startupTaints are the platform's (its CNI's), on every pool.
+	startupTaints []taint
 }
 
 // defaultNodes is what the example claim and input become: Spot and
@@ -111,9 +113,11 @@ func defaultNodes() nodes {
 		expireAfter:            "720h",
 		terminationGracePeriod: "", // unset by default: the patch writes null
 		budget:                 "20%",
-		// The example platform runs the Amazon VPC CNI, pods on ENI
-		// addresses: Karpenter's ENI-based max pods stands.
+		// The example platform's pods take ENI addresses: Karpenter's
+		// ENI-based max pods stands.
 		kubelet: nil,
+		// The example platform runs Cilium, whose agent lifts this taint.
+		startupTaints: []taint{{Key: "node.cilium.io/agent-not-ready", Value: "true", Effect: "NoExecute"}},
 	}
 }
 
@@ -150,7 +154,7 @@ func (n nodes) nodePool(name string, p pool) nodePool {
 		NodeClassRef:           nodeClassRef{Group: "karpenter.k8s.aws", Kind: "EC2NodeClass", Name: name},
 		Requirements:           reqs,
 		Taints:                 taints,
-		StartupTaints:          []taint{{Key: "node.cilium.io/agent-not-ready", Value: "true", Effect: "NoExecute"}},
+		StartupTaints:          n.startupTaints,
 		ExpireAfter:            n.expireAfter,
 		TerminationGracePeriod: n.terminationGracePeriod,
 	}
@@ -356,6 +360,20 @@ func buildsValidPools(t *testing.T, v versions.Version) {
 				n.private.amiAlias = "al2023@v20260224"
 				n.public.amiAlias = "al2023@v20260224"
 			},
+		},
+		"NoStartupTaints": {
+			reason: "A platform whose CNI sets no startup taint says so ([]): the pools start with none, not the example's Cilium taint.",
+			input:  edits{"nodes.startupTaints": []any{}},
+			want:   func(n *nodes) { n.startupTaints = []taint{} },
+		},
+		"ClusterStartupTaints": {
+			reason: "A cluster on another CNI names its own startup taints, in place of the platform's.",
+			input: edits{"tenancy.clusters": []any{map[string]any{
+				"name": exampleCluster, "account": "111122223333", "region": "eu-west-3", "namespaces": []any{"team-a"},
+				"nodeIdentity":  map[string]any{"roleArn": "arn:aws:iam::111122223333:role/prod-eu-bootstrap-nodes", "instanceProfile": "prod-eu-bootstrap-nodes"},
+				"startupTaints": []any{map[string]any{"key": "example.com/cni-not-ready", "effect": "NoSchedule"}},
+			}}},
+			want: func(n *nodes) { n.startupTaints = []taint{{Key: "example.com/cni-not-ready", Effect: "NoSchedule"}} },
 		},
 		"LatestAllowedByPlatform": {
 			reason: "al2023@latest reaches the EC2NodeClass when the platform's input allows it.",

@@ -198,6 +198,10 @@ type TenantCluster struct {
 	// in place of input.nodes.minAmiAlias.
 	// +optional
 	MinAMIAlias string `json:"minAmiAlias,omitempty"`
+	// StartupTaints are this cluster's CNI startup taints, in place of
+	// input.nodes.startupTaints; [] for none.
+	// +optional
+	StartupTaints []Taint `json:"startupTaints,omitempty"`
 	// Controller overrides input.controller's replicas and resources for
 	// this cluster, field by field.
 	// +optional
@@ -483,12 +487,32 @@ type Nodes struct {
 	// no minimum.
 	// +optional
 	MinAMIAlias string `json:"minAmiAlias,omitempty"`
+	// StartupTaints are the taints every node starts with and its CNI
+	// lifts once it networks the node (Cilium's agent lifts
+	// node.cilium.io/agent-not-ready), so no pod lands on a node before
+	// its network is up. Required, [] on a CNI that sets none: a node
+	// with a taint nothing lifts never takes a pod, and a change drifts
+	// every node. A cluster may set its own
+	// (tenancy.clusters[].startupTaints).
+	StartupTaints []Taint `json:"startupTaints"`
 	// AllowLatestAMI lets pools use al2023@latest.
 	// +optional
 	AllowLatestAMI bool `json:"allowLatestAmi,omitempty"`
 	// RootVolumeSize of every node, a Kubernetes quantity.
 	// +optional
 	RootVolumeSize string `json:"rootVolumeSize,omitempty"`
+}
+
+// A Taint of the nodes, as a NodePool's startupTaints take it.
+type Taint struct {
+	// Key of the taint, a qualified name.
+	Key string `json:"key"`
+	// Value of the taint.
+	// +optional
+	Value string `json:"value,omitempty"`
+	// Effect of the taint.
+	// +kubebuilder:validation:Enum=NoSchedule;PreferNoSchedule;NoExecute
+	Effect string `json:"effect"`
 }
 
 // ClusterPlaceholder in SubnetClusterTag's key or value stands for the

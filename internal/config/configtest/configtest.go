@@ -1,5 +1,6 @@
 // Package configtest gives tests of other packages a function input with
-// the pins config.Load requires (input.versions, input.nodes.defaultAmiAlias),
+// the pins config.Load requires (input.versions, input.nodes.defaultAmiAlias
+// and .startupTaints),
 // so each test writes only what it tests.
 package configtest
 
@@ -10,7 +11,8 @@ import (
 
 // Pinned returns in (a function input as JSON decodes it) with the
 // platform's pins added where it sets none: every known version allowed, the
-// newest the default, and the newest known AMI release the pin. in is changed
+// newest the default, the newest known AMI release the pin, and no startup
+// taint. in is changed
 // in place and returned; nil gives an input of the pins alone.
 func Pinned(in map[string]any) map[string]any {
 	if in == nil {
@@ -39,6 +41,9 @@ func Pinned(in map[string]any) map[string]any {
 	}
 	if _, ok := n["defaultAmiAlias"]; !ok {
 		n["defaultAmiAlias"] = NewestAMI()
+	}
+	if _, ok := n["startupTaints"]; !ok {
+		n["startupTaints"] = []any{}
 	}
 	return in
 }
