@@ -114,6 +114,18 @@ func pool(c *config.Config, name string, p v1alpha1.Pool) nodePool {
 		reqs = append(reqs, requirement{Key: zoneKey, Operator: "In", Values: p.Zones})
 	}
 	policy := c.Pools.Defaults
+	if cl, _ := c.Tenant(); cl.FreezeDisruption {
+		// The break-glass. A budget of 0 stops consolidation and drift;
+		// expiry is forceful and ignores budgets, reading each NodeClaim's
+		// own expireAfter (sigs.k8s.io/karpenter v1.15.0
+		// nodeclaim/expiration/controller.go), so only nodes launched while
+		// frozen can be spared it. Budgets are not hashed
+		// (pkg/apis/v1/nodepool.go, Budget.Nodes hash:"ignore"); expireAfter
+		// is: the nodes that exist read as drifted while frozen, which the
+		// budget holds, and match again once thawed.
+		policy.DisruptionBudget = "0"
+		policy.ExpireAfter = "Never"
+	}
 	var grace *string
 	if policy.TerminationGracePeriod != "" {
 		grace = &policy.TerminationGracePeriod

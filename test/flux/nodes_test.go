@@ -375,6 +375,15 @@ func buildsValidPools(t *testing.T, v versions.Version) {
 			}}},
 			want: func(n *nodes) { n.startupTaints = []taint{{Key: "example.com/cni-not-ready", Effect: "NoSchedule"}} },
 		},
+		"FrozenCluster": {
+			reason: "The break-glass: a frozen cluster's pools get a budget of 0 and no expiry for the nodes launched meanwhile, admitted by Karpenter's CRDs.",
+			input: edits{"tenancy.clusters": []any{map[string]any{
+				"name": exampleCluster, "account": "111122223333", "region": "eu-west-3", "namespaces": []any{"team-a"},
+				"nodeIdentity":     map[string]any{"roleArn": "arn:aws:iam::111122223333:role/prod-eu-bootstrap-nodes", "instanceProfile": "prod-eu-bootstrap-nodes"},
+				"freezeDisruption": true,
+			}}},
+			want: func(n *nodes) { n.budget, n.expireAfter = "0", "Never" },
+		},
 		"LatestAllowedByPlatform": {
 			reason: "al2023@latest reaches the EC2NodeClass when the platform's input allows it.",
 			spec:   edits{"pools.private.amiAlias": "al2023@latest"},

@@ -211,6 +211,14 @@ type TenantCluster struct {
 	// waves; one of input.versions.allowed.
 	// +optional
 	DefaultVersion string `json:"defaultVersion,omitempty"`
+	// FreezeDisruption is the break-glass: every pool of the cluster gets a
+	// disruption budget of 0 nodes, so Karpenter neither consolidates nor
+	// replaces drifted nodes, and nodes launched meanwhile never expire.
+	// Nodes that exist keep the expiry they were launched with (a
+	// NodeClaim's spec is immutable): an expired node is still drained,
+	// as its PodDisruptionBudgets allow. Set false to thaw.
+	// +optional
+	FreezeDisruption bool `json:"freezeDisruption,omitempty"`
 }
 
 // NodeIdentity is the existing IAM identity a cluster's nodes run as; no
