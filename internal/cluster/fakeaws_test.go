@@ -50,7 +50,9 @@ const (
 //   - tags=KEY: deny ec2:RunInstances of an instance, volume or network
 //     interface without aws:RequestTag/KEY;
 //   - regions=R1/R2: deny every call outside those regions
-//     (aws:RequestedRegion), as a region-deny SCP does.
+//     (aws:RequestedRegion), as a region-deny SCP does;
+//   - nospot: deny ec2:RunInstances of a spot instance request, as an
+//     organisation that forbids Spot does.
 type scps []string
 
 func (s scps) has(name string) (string, bool) {
@@ -83,6 +85,9 @@ func (s scps) denied(r request) string {
 	}
 	if _, ok := s.has("encryption"); ok && r.ResourceType == "volume" && r.Context["ec2:Encrypted"] != "true" {
 		return "encryption"
+	}
+	if _, ok := s.has("nospot"); ok && r.ResourceType == "spot-instances-request" {
+		return "nospot"
 	}
 	if key, ok := s.has("tags"); ok && slices.Contains([]string{"instance", "volume", "network-interface"}, r.ResourceType) {
 		if _, tagged := r.Context["aws:RequestTag/"+key]; !tagged {
@@ -248,7 +253,13 @@ func fakeAWS(args []string) int {
 		}
 		var lt template
 		_ = json.Unmarshal(b, &lt)
-		for _, r := range fakeContexts(lt, tags, region) {
+		var capacity struct{ DefaultTargetCapacityType string }
+		_ = json.Unmarshal([]byte(flags["--target-capacity-specification"][0]), &capacity)
+		requests := fakeContexts(lt, tags, region)
+		if capacity.DefaultTargetCapacityType == "spot" {
+			requests = append(requests, request{Action: "ec2:RunInstances", ResourceType: "spot-instances-request", Context: map[string]string{"aws:RequestedRegion": region}})
+		}
+		for _, r := range requests {
 			if why := policies.denied(r); why != "" {
 				fmt.Fprintf(os.Stderr, "An error occurred (UnauthorizedOperation) when calling the CreateFleet operation: You are not authorized to perform this operation. User: %s is not authorized to perform: ec2:RunInstances on resource: arn:aws:ec2:%s:%s:%s/* with an explicit deny in a service control policy. (fake: %s)\n", fakeSession, region, fakeAccount, r.ResourceType, why)
 				return 254

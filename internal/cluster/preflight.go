@@ -38,7 +38,7 @@ var (
 	CheckGroups      = Check{"security-groups", 14, "each pool's security-group selector matches groups, every one in the cluster's VPC (ec2 describe-security-groups, likewise)"}
 	CheckAMI         = Check{"ami", 15, "each pool's pinned AMI alias resolves for the cluster's Kubernetes version, for each architecture it allows (ssm get-parameter, the parameter Karpenter resolves the alias to)"}
 	CheckTemplate    = Check{"launch-template", 16, "each pool's launch template is created as Karpenter creates it (ec2 create-launch-template, dry run then for real: IMDSv2 with hop limit 1, the encrypted gp3 root volume, the network interface and launch template tags), so no boundary or SCP refuses it"}
-	CheckFleet       = Check{"fleet", 18, "each pool launches as Karpenter launches (ec2 create-fleet --dry-run, instant, on the launch template, an instance type the pool may use, with Karpenter's instance, volume and fleet tags): DryRunOperation, and nothing else, passes"}
+	CheckFleet       = Check{"fleet", 18, "each pool launches as Karpenter launches (ec2 create-fleet --dry-run, instant, on the launch template, an instance type the pool may use, with Karpenter's instance, volume and fleet tags), on-demand and, for a pool that may buy Spot, Spot: DryRunOperation, and nothing else, passes"}
 	Checks           = []Check{CheckCredentials, CheckQueue, CheckProfile, CheckCluster, CheckSubnets, CheckGroups, CheckAMI, CheckTemplate, CheckFleet}
 )
 
@@ -356,6 +356,21 @@ func (p *preflight) launch(s nodepools.Selection, arch, image string) {
 		Authorization{Action: "ec2:CreateTags", Resource: ec2("fleet/*"), Context: context(map[string][]string{"ec2:CreateAction": {"CreateFleet"}})},
 		Authorization{Action: "iam:PassRole", Resource: c.NodeRole.ARN, Context: map[string][]string{"iam:PassedToService": {"ec2.amazonaws.com"}}})
 	p.dryRun(CheckFleet, s.Pool, fleetAuth, fleetArgs)
+	if s.Spot {
+		// A pool that may buy Spot is proven buying it too, as Karpenter
+		// asks (karpenter-provider-aws v1.15.0
+		// pkg/providers/instance/types.go, CreateFleetInputBuilder: spot
+		// capacity, price-capacity-optimized, the same tags): an SCP may
+		// refuse Spot alone, and the pools prefer it.
+		spotArgs := []string{"ec2", "create-fleet", "--type", "instant",
+			"--launch-template-configs", marshal(config),
+			"--target-capacity-specification", marshal(map[string]any{"TotalTargetCapacity": 1, "DefaultTargetCapacityType": "spot"}),
+			"--spot-options", marshal(map[string]string{"AllocationStrategy": "price-capacity-optimized"}),
+			"--tag-specifications", marshal(tagSpecs(tags, fleetTagged...))}
+		spotAuth := append(slices.Clone(fleetAuth),
+			Authorization{Action: "ec2:RunInstances", Resource: ec2("spot-instances-request/*"), Context: context(nil)})
+		p.dryRun(CheckFleet, s.Pool+" (spot)", spotAuth, spotArgs)
+	}
 	// The template goes now, not only on exit: a pass leaves nothing behind.
 	p.calls = append(p.calls, Call{Check: CheckTemplate, Args: []string{"ec2", "delete-launch-template", "--launch-template-id", "${" + lt + "}"},
 		Authorizations: []Authorization{{Action: "ec2:DeleteLaunchTemplate", Resource: ec2("launch-template/${" + lt + "}"), Context: resourceTags}}})

@@ -351,6 +351,28 @@ func TestPreflightReportsPricing(t *testing.T) {
 	}
 }
 
+// TestPreflightProvesSpot: an organisation that forbids Spot lets the
+// on-demand fleet through; the pools may buy Spot and prefer it, so the
+// preflight fails on the Spot fleet, naming the pool. A claim whose pools
+// buy on-demand only passes under the same SCP.
+func TestPreflightProvesSpot(t *testing.T) {
+	c := load(t, map[string]any{})
+	code, msg, out, left := runPreflight(t, c, "FAKE_SCPS=nospot")
+	if code != CheckFleet.ExitCode || !strings.HasPrefix(msg, "fleet: pool private (spot): ") || !strings.Contains(msg, "spot-instances-request") {
+		t.Errorf("Spot forbidden: exit %d, termination message %q; want %d, the private pool's Spot fleet refused\n%s", code, msg, CheckFleet.ExitCode, out)
+	}
+	if len(left) > 0 {
+		t.Errorf("launch templates left behind: %v", left)
+	}
+	onDemand := loadClaim(t, map[string]any{"pools": map[string]any{
+		"private": map[string]any{"capacityTypes": []any{"on-demand"}},
+		"public":  map[string]any{"capacityTypes": []any{"on-demand"}},
+	}}, map[string]any{})
+	if code, msg, out, _ := runPreflight(t, onDemand, "FAKE_SCPS=nospot"); code != 0 {
+		t.Errorf("on-demand pools under an SCP forbidding Spot: exit %d, %q\n%s", code, msg, out)
+	}
+}
+
 // TestPreflightAsksWhatKarpenterAsks holds the preflight's launch against
 // Karpenter's own, under the service control policies organisations
 // write: the preflight passes exactly where Karpenter's launch passes. The

@@ -3,6 +3,7 @@ package nodepools
 import (
 	"fmt"
 	"maps"
+	"slices"
 	"strconv"
 	"sync"
 
@@ -263,6 +264,8 @@ type Selection struct {
 	Categories    []string
 	MinGeneration int32
 	PublicIP      bool
+	// Spot is whether it may launch Spot instances.
+	Spot bool
 }
 
 // A LaunchShape is what every EC2NodeClass of the GitOps base
@@ -316,6 +319,7 @@ func Selections(c *config.Config) []Selection {
 			Categories:    p.p.InstanceCategories,
 			MinGeneration: *p.p.MinGeneration,
 			PublicIP:      nc.Spec.AssociatePublicIPAddress,
+			Spot:          slices.Contains(p.p.CapacityTypes, v1alpha1.CapacityType("spot")),
 		}
 		s.SecurityGroupTags, s.SecurityGroupName = nc.Spec.SecurityGroupSelectorTerms[0].Tags, nc.Spec.SecurityGroupSelectorTerms[0].Name
 		out = append(out, s)
