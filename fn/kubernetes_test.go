@@ -35,7 +35,7 @@ func TestNextMinorReady(t *testing.T) {
 			says: []string{"not ready for Kubernetes 1.37", "Karpenter 1.14.3 runs on Kubernetes up to 1.36",
 				"the private pool's AMI al2023@v20260714 serves no Kubernetes 1.37 AMI", "the public pool's AMI al2023@v20260714"}},
 		"OnlyTheAMI": {version: "1.15.2", cluster: "1.36", status: fnv1.Status_STATUS_CONDITION_FALSE,
-			says: []string{"not ready for Kubernetes 1.37", "the private pool's AMI al2023@v20260714 serves no Kubernetes 1.37 AMI"},
+			says:    []string{"not ready for Kubernetes 1.37", "the private pool's AMI al2023@v20260714 serves no Kubernetes 1.37 AMI"},
 			saysNot: []string{"Karpenter 1.15.2"}},
 	} {
 		t.Run(name, func(t *testing.T) {
