@@ -208,6 +208,27 @@ func TestUpgrade(t *testing.T) {
 		}
 	})
 
+	t.Run("DowngradeWithinMinor", func(t *testing.T) {
+		// 1.15.2 → 1.15.0: the same CRDs (internal/versions, held by
+		// test/flux against the zips) and the same policy, so the
+		// controller goes back at once, then the pools, as an upgrade goes.
+		observed := readyAt(t, "1.15.2", noGates)
+		rsp := run(t, aRequest(t).withSpec("version", "1.15.0").observing(observed).build())
+		if msg := fatal(rsp); msg != "" {
+			t.Fatalf("a downgrade within 1.15: fatal %q", msg)
+		}
+		checkNothingDropped(t, observed, rsp)
+		if got := builtFor(t, rsp, "controller-kustomization"); got != "1.15.0" {
+			t.Errorf("the controller's chart is %s, want 1.15.0 at once (same policy)", got)
+		}
+		if got := builtFor(t, rsp, "nodes-kustomization"); got != "1.15.2" {
+			t.Errorf("the node pools are built for %s, want 1.15.2 until the controller is Ready at 1.15.0", got)
+		}
+		if msg := conditionMessage(rsp, "VersionReady"); !strings.Contains(msg, "1.15.2 → 1.15.0") {
+			t.Errorf("VersionReady says %q, want the move 1.15.2 → 1.15.0", msg)
+		}
+	})
+
 	t.Run("Downgrade", func(t *testing.T) {
 		observed := readyAt(t, "1.15.0", noGates)
 		rsp := run(t, aRequest(t).withSpec("version", "1.14.1").observing(observed).build())

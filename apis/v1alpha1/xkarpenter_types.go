@@ -58,7 +58,8 @@ type XKarpenterSpec struct {
 	// Version of Karpenter to install. It selects the controller IAM policy
 	// and the chart version; unset, the platform's default. Changing it
 	// upgrades in order: the policy first, then the controller, then the
-	// node pools. A downgrade is refused.
+	// node pools. A downgrade is refused, but to an earlier patch of the
+	// same minor whose CRDs are the same.
 	// +optional
 	Version KarpenterVersion `json:"version,omitempty"`
 

@@ -104,6 +104,11 @@ type Version struct {
 	// from to this one in one step; empty when every older known version
 	// may.
 	UpgradeFrom string
+	// CRDs is the SHA-256 of the release's CRDs (its module zip's
+	// pkg/apis/crds/*.yaml, by name: each name, its length and its
+	// bytes), which test/flux holds against the zip. Two releases of one
+	// minor with the same CRDs may be moved between either way.
+	CRDs string
 	// Kubernetes are the oldest and newest Kubernetes minors this version
 	// runs on: its pkg/providers/version/version.go's MinK8sVersion and
 	// MaxK8sVersion, outside which its version controller refuses the
@@ -137,6 +142,7 @@ var (
 		Gates:      map[Gate]GateUse{NodeRepair: nodeRepair},
 		Reference:  "karpenter-1.14-reference.json",
 		Module:     karpenterModule + "@v1.14.1",
+		CRDs:       "cf5742600cbdd479e0c1410eb98c7b0312c3a9eebeb1caab91c0cb348e43a04f",
 		Kubernetes: [2]string{"1.26", "1.36"},
 		Dashboards: dashboards("v1.14"),
 	}
@@ -156,6 +162,7 @@ var (
 		},
 		Reference:  "karpenter-1.14-reference.json",
 		Module:     karpenterModule + "@v1.15.0",
+		CRDs:       "3f1715aa1efdd949900068a7a51064ba2979b59eb352694fe206e5b8990ee01b",
 		Kubernetes: [2]string{"1.26", "1.37"},
 		Dashboards: dashboards("v1.15"),
 	}
@@ -178,9 +185,9 @@ var All = []Version{
 // at each release tag carries that release's CRDs and source.
 const karpenterModule = "github.com/aws/karpenter-provider-aws"
 
-// Patch is v's patch release p: the same policy and gates, its own chart
-// version and module. A patch that changes what the controller
-// calls is not a Patch but an entry of its own.
+// Patch is v's patch release p: the same policy, gates and CRDs, its own
+// chart version and module. A patch that changes what the controller
+// calls, or its CRDs, is not a Patch but an entry of its own.
 func (v Version) Patch(p string) Version {
 	v.Version, v.Chart, v.Module = p, p, karpenterModule+"@v"+p
 	return v
@@ -281,18 +288,24 @@ func Compare(a, b string) int {
 	return 0
 }
 
-// ErrDowngrade is what CheckUpgrade answers for a downgrade.
+// ErrDowngrade is what CheckUpgrade answers for a downgrade it refuses.
 var ErrDowngrade = errors.New("a downgrade is refused: Karpenter does not support moving its CRDs back")
 
 // CheckUpgrade says why a part last built for from may not move to to, or
-// nil when it may: no downgrade (ErrDowngrade), and no jump the newer
-// version's upgrade notes forbid.
+// nil when it may: no downgrade (ErrDowngrade) but to a release of the same
+// minor with the same CRDs, and no jump the newer version's upgrade notes
+// forbid.
 func CheckUpgrade(from, to string) error {
 	if from == to {
 		return nil
 	}
 	if Compare(to, from) < 0 {
-		return ErrDowngrade
+		f, ferr := Get(from)
+		t, terr := Get(to)
+		if ferr != nil || terr != nil || minor(f.Version) != minor(t.Version) || f.CRDs != t.CRDs {
+			return ErrDowngrade
+		}
+		return nil
 	}
 	t, err := Get(to)
 	if err != nil {
@@ -311,4 +324,13 @@ func (v Version) Serves(minor string) bool {
 		return false
 	}
 	return !m.LessThan(version.MustParseGeneric(v.Kubernetes[0])) && !version.MustParseGeneric(v.Kubernetes[1]).LessThan(m)
+}
+
+// minor is a version's major.minor.
+func minor(v string) string {
+	parts := strings.SplitN(v, ".", 3)
+	if len(parts) < 2 {
+		return v
+	}
+	return parts[0] + "." + parts[1]
 }

@@ -1,11 +1,15 @@
 package flux
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"regexp"
 	"slices"
 	"sort"
+	"strings"
 	"testing"
 
 	"github.com/do-now/function-karpenter/internal/awsres"
@@ -155,6 +159,26 @@ func TestKubernetesRange(t *testing.T) {
 		}
 		if want := (map[string]string{"MinK8sVersion": v.Kubernetes[0], "MaxK8sVersion": v.Kubernetes[1]}); !maps.Equal(got, want) {
 			t.Errorf("Karpenter %s: internal/versions says Kubernetes %v, its version.go %v", v.Version, v.Kubernetes, got)
+		}
+	}
+}
+
+// TestCRDDigests holds each version's CRDs digest, which decides whether a
+// downgrade within its minor is allowed, against its own module zip's
+// pkg/apis/crds: each file's name, length and bytes, in name order.
+func TestCRDDigests(t *testing.T) {
+	for _, v := range versions.All {
+		files := karpenterModule(t, v.Module).files(t, "pkg/apis/crds")
+		h := sha256.New()
+		for _, name := range slices.Sorted(maps.Keys(files)) {
+			if !strings.HasSuffix(name, ".yaml") {
+				continue
+			}
+			fmt.Fprintf(h, "%s\n%d\n", name, len(files[name]))
+			h.Write(files[name])
+		}
+		if got := hex.EncodeToString(h.Sum(nil)); got != v.CRDs {
+			t.Errorf("Karpenter %s: internal/versions says CRDs %s, its zip's are %s", v.Version, v.CRDs, got)
 		}
 	}
 }
