@@ -317,11 +317,16 @@ func (p *preflight) launch(s nodepools.Selection, arch, image string) {
 		"LaunchTemplateSpecification": map[string]string{"LaunchTemplateId": "${" + lt + "}", "Version": "$Latest"},
 		"Overrides":                   []any{map[string]string{"InstanceType": instanceType, "SubnetId": "${subnet_" + sv + "}"}},
 	}}
-	fleetArgs := []string{"ec2", "create-fleet", "--type", "instant",
-		"--launch-template-configs", marshal(config),
-		"--target-capacity-specification", marshal(map[string]any{"TotalTargetCapacity": 1, "DefaultTargetCapacityType": "on-demand"}),
-		"--on-demand-options", marshal(map[string]string{"AllocationStrategy": "lowest-price"}),
-		"--tag-specifications", marshal(tagSpecs(tags, fleetTagged...))}
+	// fleet is the instant fleet of one Karpenter asks for, of capacity,
+	// with that capacity's allocation options.
+	fleet := func(capacity, optionsFlag, strategy string) []string {
+		return []string{"ec2", "create-fleet", "--type", "instant",
+			"--launch-template-configs", marshal(config),
+			"--target-capacity-specification", marshal(map[string]any{"TotalTargetCapacity": 1, "DefaultTargetCapacityType": capacity}),
+			optionsFlag, marshal(map[string]string{"AllocationStrategy": strategy}),
+			"--tag-specifications", marshal(tagSpecs(tags, fleetTagged...))}
+	}
+	fleetArgs := fleet("on-demand", "--on-demand-options", "lowest-price")
 	var fleetAuth []Authorization
 	fleetAuth = append(fleetAuth, Authorization{Action: "ec2:CreateFleet", Resource: ec2("fleet/*"), Context: context(nil)})
 	// The subnet and the security group are in the cluster's VPC (the
@@ -360,13 +365,11 @@ func (p *preflight) launch(s nodepools.Selection, arch, image string) {
 		// A pool that may buy Spot is proven buying it too, as Karpenter
 		// asks (karpenter-provider-aws v1.15.0
 		// pkg/providers/instance/types.go, CreateFleetInputBuilder: spot
-		// capacity, price-capacity-optimized, the same tags): an SCP may
-		// refuse Spot alone, and the pools prefer it.
-		spotArgs := []string{"ec2", "create-fleet", "--type", "instant",
-			"--launch-template-configs", marshal(config),
-			"--target-capacity-specification", marshal(map[string]any{"TotalTargetCapacity": 1, "DefaultTargetCapacityType": "spot"}),
-			"--spot-options", marshal(map[string]string{"AllocationStrategy": "price-capacity-optimized"}),
-			"--tag-specifications", marshal(tagSpecs(tags, fleetTagged...))}
+		// capacity, SpotAllocationStrategyPriceCapacityOptimized, which
+		// aws-sdk-go-v2 service/ec2 v1.296.0 types/enums.go spells
+		// "price-capacity-optimized", the same tags): an SCP may refuse
+		// Spot alone, and the pools prefer it.
+		spotArgs := fleet("spot", "--spot-options", "price-capacity-optimized")
 		spotAuth := append(slices.Clone(fleetAuth),
 			Authorization{Action: "ec2:RunInstances", Resource: ec2("spot-instances-request/*"), Context: context(nil)})
 		p.dryRun(CheckFleet, s.Pool+" (spot)", spotAuth, spotArgs)

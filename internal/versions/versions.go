@@ -328,9 +328,9 @@ func (v Version) Serves(minor string) bool {
 
 // minor is a version's major.minor.
 func minor(v string) string {
-	parts := strings.SplitN(v, ".", 3)
-	if len(parts) < 2 {
+	p, err := version.ParseGeneric(v)
+	if err != nil {
 		return v
 	}
-	return parts[0] + "." + parts[1]
+	return fmt.Sprintf("%d.%d", p.Major(), p.Minor())
 }
