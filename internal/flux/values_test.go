@@ -1,9 +1,13 @@
 package flux
 
 import (
+	"fmt"
+	"os"
+	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/types/known/structpb"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
@@ -14,16 +18,70 @@ import (
 )
 
 // The system floor of PRODUCT.md §5 (seed 002): the controller's replicas
-// and the access check share one system node of a small cluster with
-// CoreDNS, the CNI operator and a ~3.2 GiB per-node DaemonSet slab. The
-// node is the smallest the platform runs: 2 vCPU, and 8 GiB (the memory
-// floor under which nodes flapped NotReady).
+// and the checks share one system node of a small cluster with CoreDNS,
+// the CNI operator and the per-node DaemonSets, whose memory is a ~3.2 GiB
+// slab. The node is the smallest the platform runs: 2 vCPU, and 8 GiB (the
+// memory floor under which nodes flapped NotReady).
 const (
 	floorMilliCPU = 2000
 	floorMiB      = 8192
-	slabMiB       = 3277 // ~3.2 GiB
+	slabMiB       = 3277 // ~3.2 GiB: the DaemonSets' memory, their requests included
 	floorMaxPods  = 110  // the overlay network's maxPods: the most kubelet reserves for
 )
+
+// systemPod is a workload on the floor's system node that is not
+// Karpenter's: how many of its pods run there and what each requests.
+type systemPod struct {
+	name     string
+	replicas int64
+	milliCPU int64
+	mib      int64
+}
+
+// daemonSets are the per-node DaemonSets' CPU requests; their memory is the
+// slab's. A pod requests the larger of its containers' sum and its largest
+// init container. Where the docs allow two networkings (docs/platform.md:
+// Cilium with pods on VPC addresses, in ENI mode or chained on the Amazon VPC
+// CNI), the larger is counted, as is kube-proxy, which Cilium can replace.
+// The slab's other agents and exporters (PRODUCT.md §5 names them, not what
+// they request) are not counted: nothing read here says.
+var daemonSets = []systemPod{
+	// EKS's kube-proxy DaemonSet as a cluster returned it (v1.25.6-minimal-
+	// eksbuild.1): eksctl-io/eksctl 99984adb pkg/addons/default/testdata/
+	// sample-1.25.json, requests cpu 100m; kubernetes v1.35.4 cluster/gce/gci/
+	// configure-helper.sh defaults KUBE_PROXY_CPU_REQUEST to 100m too.
+	{name: "kube-proxy", replicas: 1, milliCPU: 100},
+	// Cilium v1.20.2 (its module zip) install/kubernetes/cilium/values.yaml:
+	// the agent's resources {}, its install-cni-binaries init container's
+	// cni.resources.requests cpu 100m.
+	{name: "cilium", replicas: 1, milliCPU: 100},
+	// The same values.yaml: envoy.resources {}.
+	{name: "cilium-envoy", replicas: 1},
+	// Chained on the Amazon VPC CNI: eksctl-io/eksctl 99984adb pkg/addons/
+	// default/assets/aws-node.yaml (v1.23.0), aws-node and aws-eks-nodeagent
+	// 25m each, the init container 25m (aws/eks-charts 5239609 stable/
+	// aws-vpc-cni/values.yaml, v1.22.4: resources.requests.cpu 25m).
+	{name: "aws-node", replicas: 1, milliCPU: 50},
+	// The add-on the function needs (README): aws/eks-pod-identity-agent
+	// d4dc0f3f charts/eks-pod-identity-agent/values.yaml (chart 1.2.0),
+	// resources {}.
+	{name: "eks-pod-identity-agent", replicas: 1},
+}
+
+// systemDeployments are the Deployments beside Karpenter on the system node.
+var systemDeployments = []systemPod{
+	// EKS's CoreDNS (v1.14.3-eksbuild.11): eksctl-io/eksctl 99984adb
+	// pkg/addons/default/assets/coredns-1.36.json, 2 replicas requesting cpu
+	// 100m and memory 70Mi, with a preferred (not required) anti-affinity:
+	// on a floor of one system node both run there. AWS's EKS user guide
+	// (managing-coredns): "two replicas of the CoreDNS image are deployed by
+	// default"; kubernetes v1.35.4 cluster/addons/dns/coredns/coredns.yaml.base
+	// requests the same.
+	{name: "coredns", replicas: 2, milliCPU: 100, mib: 70},
+	// The CNI's operator: Cilium v1.20.2 values.yaml, operator.replicas 2
+	// with a required anti-affinity per node (one here), operator.resources {}.
+	{name: "cilium-operator", replicas: 1},
+}
 
 // allocatable is what the kubelet of an EKS AL2023 node offers pods, as
 // nodeadm computes its reservations (awslabs/amazon-eks-ami
@@ -41,6 +99,46 @@ func allocatable(milliCPU, mib, maxPods int64) (int64, int64) {
 		}
 	}
 	return milliCPU - reserved, mib - (11*maxPods + 255) - 100
+}
+
+// podRequests is what the scheduler counts for a pod: the larger of its
+// containers' sum and its largest init container, in millicores and bytes.
+func podRequests(spec corev1.PodSpec) (int64, int64) {
+	var cpu, mem int64
+	for _, c := range spec.Containers {
+		cpu += c.Resources.Requests.Cpu().MilliValue()
+		mem += c.Resources.Requests.Memory().Value()
+	}
+	for _, c := range spec.InitContainers {
+		cpu = max(cpu, c.Resources.Requests.Cpu().MilliValue())
+		mem = max(mem, c.Resources.Requests.Memory().Value())
+	}
+	return cpu, mem
+}
+
+// checks is what the access check and the final check request on the system
+// node, as step three composes them: the access check's Pod while a run
+// lasts, the final check's Deployment, in the same Pod spec, always.
+func checks(c *config.Config) (int64, int64) {
+	var cpu, mem int64
+	for _, m := range cluster.Manifests(c) {
+		replicas, spec := int64(1), corev1.PodSpec{}
+		switch o := m.(type) {
+		case *corev1.Pod:
+			spec = o.Spec
+		case *appsv1.Deployment:
+			spec = o.Spec.Template.Spec
+			if o.Spec.Replicas != nil {
+				replicas = int64(*o.Spec.Replicas)
+			}
+		default:
+			continue
+		}
+		pc, pm := podRequests(spec)
+		cpu += replicas * pc
+		mem += replicas * pm
+	}
+	return cpu, mem
 }
 
 func loadSized(t *testing.T, clusterController map[string]any) *config.Config {
@@ -62,35 +160,71 @@ func loadSized(t *testing.T, clusterController map[string]any) *config.Config {
 }
 
 // TestDefaultsFitTheSystemFloor: with the platform's defaults, every
-// controller replica the HelmRelease waits for, and the access check, are
-// schedulable together on the floor's one system node, beside its
-// DaemonSet slab. Karpenter's getting-started requests (1 CPU, 1Gi per
-// replica, which main once defaulted to) are not, and the test says so.
+// controller replica the HelmRelease waits for, the access check during a
+// run and the final check are schedulable together on the floor's one system
+// node, beside CoreDNS, the CNI's operator and the DaemonSets. Karpenter's
+// getting-started requests (1 CPU, 1Gi per replica, which main once
+// defaulted to) are not, and the test says so. docs/platform.md "The system
+// floor" states the test's figures.
 func TestDefaultsFitTheSystemFloor(t *testing.T) {
 	cpu, mem := allocatable(floorMilliCPU, floorMiB, floorMaxPods)
 	if cpu != 1930 {
 		t.Fatalf("a 2-vCPU node offers %dm, nodeadm's reservation leaves 1930m", cpu)
 	}
+	mem -= slabMiB
+	var dsCPU, otherCPU, otherMiB int64
+	for _, p := range daemonSets {
+		dsCPU += p.replicas * p.milliCPU
+	}
+	for _, p := range systemDeployments {
+		otherCPU += p.replicas * p.milliCPU
+		otherMiB += p.replicas * p.mib
+	}
+	c := loadSized(t, nil)
+	checkCPU, checkMem := checks(c)
 	fits := func(replicas int32, r corev1.ResourceList) (int64, int64, bool) {
-		check := cluster.AccessCheckResources().Requests
-		needCPU := int64(replicas)*r.Cpu().MilliValue() + check.Cpu().MilliValue()
-		needMiB := (int64(replicas)*r.Memory().Value() + check.Memory().Value()) >> 20
-		return needCPU, needMiB, needCPU <= cpu && needMiB <= mem-slabMiB
+		karpenterCPU := int64(replicas)*r.Cpu().MilliValue() + checkCPU
+		karpenterMiB := (int64(replicas)*r.Memory().Value() + checkMem) >> 20
+		needCPU := karpenterCPU + dsCPU + otherCPU
+		needMiB := karpenterMiB + otherMiB
+		return needCPU, needMiB, needCPU <= cpu && needMiB <= mem
 	}
 	v, err := versions.Get(versions.Known()[len(versions.Known())-1])
 	if err != nil {
 		t.Fatal(err)
 	}
-	values := ControllerValues(loadSized(t, nil), v)
-	if needCPU, needMiB, ok := fits(values.Replicas, values.Controller.Resources.Requests); !ok {
-		t.Errorf("%d replicas requesting %v and the access check need %dm and %dMi; the floor's system node offers %dm and %dMi beside its DaemonSets",
-			values.Replicas, values.Controller.Resources.Requests, needCPU, needMiB, cpu, mem-slabMiB)
-	} else {
-		t.Logf("the defaults take %dm of %dm and %dMi of %dMi on the floor's system node, leaving the rest for CoreDNS and the CNI operator", needCPU, cpu, needMiB, mem-slabMiB)
+	values := ControllerValues(c, v)
+	needCPU, needMiB, ok := fits(values.Replicas, values.Controller.Resources.Requests)
+	if !ok {
+		r := values.Controller.Resources.Requests
+		t.Errorf("%d replicas requesting %s CPU and %s, the checks, CoreDNS, the CNI's operator and the DaemonSets need %dm and %dMi; the floor's system node offers %dm and %dMi beside the slab",
+			values.Replicas, r.Cpu(), r.Memory(), needCPU, needMiB, cpu, mem)
 	}
+	karpenterCPU := needCPU - dsCPU - otherCPU
+	karpenterMiB := needMiB - otherMiB
+	t.Logf("DaemonSets %dm; CoreDNS and the CNI's operator %dm, %dMi; Karpenter's %dm, %dMi: %dm of %dm and %dMi of %dMi",
+		dsCPU, otherCPU, otherMiB, karpenterCPU, karpenterMiB, needCPU, cpu, needMiB, mem)
 	guide := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("1Gi")}
 	if _, _, ok := fits(2, guide); ok {
 		t.Error("two replicas of 1 CPU fit the floor: the floor the test holds is not the one that kept a replica pending")
+	}
+	doc, err := os.ReadFile("../../docs/platform.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, _ := strings.Cut(string(doc), "## The system floor\n")
+	section, _, _ = strings.Cut(section, "\n## ")
+	section = strings.Join(strings.Fields(section), " ")
+	for _, figure := range []string{
+		fmt.Sprintf("%dm CPU", cpu), fmt.Sprintf("%dMi beside the slab", mem),
+		fmt.Sprintf("%dm of CPU", dsCPU), fmt.Sprintf("%dm and %dMi", otherCPU, otherMiB),
+		fmt.Sprintf("%dm and %dMi", karpenterCPU, karpenterMiB),
+		fmt.Sprintf("%dm of %dm", needCPU, cpu), fmt.Sprintf("%dMi of %dMi", needMiB, mem),
+		fmt.Sprintf("%dm left", cpu-needCPU),
+	} {
+		if !strings.Contains(section, figure) {
+			t.Errorf("docs/platform.md \"The system floor\" does not say %q, as the test counts it", figure)
+		}
 	}
 }
 
