@@ -108,6 +108,30 @@ test: ## Run every test.
 # The final check's script calls curl, as its image has it; the unit tests and the e2e suite run
 # that script on this machine. Debian's curl is installed when it is missing.
 .PHONY: curl
+# AMAZON_EKS_AMI: a git directory of awslabs/amazon-eks-ami (a clone, or the bare snapshot the
+# search library's fetch brings); AMI_COMMIT: the commit to read (its newest by default).
+AMAZON_EKS_AMI ?=
+AMI_COMMIT ?= HEAD
+AMI_RELEASES = internal/ami/releases.txt
+.PHONY: ami-releases check-ami-releases
+ami-releases: ## Refresh internal/ami/releases.txt from awslabs/amazon-eks-ami's CHANGELOG (AMAZON_EKS_AMI=<git dir>), recording its commit, the commit's date and today's.
+	@test -n "$(AMAZON_EKS_AMI)" || { echo "set AMAZON_EKS_AMI to a git directory of awslabs/amazon-eks-ami" >&2; exit 2; }
+	@mkdir -p $(OUTPUT)
+	commit=$$(git -C $(AMAZON_EKS_AMI) rev-parse --verify '$(AMI_COMMIT)^{commit}') && \
+	  git -C $(AMAZON_EKS_AMI) show $$commit:CHANGELOG.md > $(OUTPUT)/CHANGELOG.md && \
+	  go run ./hack/amireleases -changelog $(OUTPUT)/CHANGELOG.md -commit $$commit \
+	    -date $$(git -C $(AMAZON_EKS_AMI) log -1 --format=%cs $$commit) -read $$(date -u +%F) > $(OUTPUT)/releases.txt && \
+	  mv $(OUTPUT)/releases.txt $(AMI_RELEASES)
+
+check-ami-releases: ## Fail unless internal/ami/releases.txt is what its recorded commit of the CHANGELOG gives (AMAZON_EKS_AMI=<git dir>); make test holds it to the generator without the repository.
+	@test -n "$(AMAZON_EKS_AMI)" || { echo "set AMAZON_EKS_AMI to a git directory of awslabs/amazon-eks-ami" >&2; exit 2; }
+	@mkdir -p $(OUTPUT)
+	commit=$$(sed -n 's|.*amazon-eks-ami/blob/\([0-9a-f]*\)/CHANGELOG.md|\1|p' $(AMI_RELEASES)) && \
+	  read=$$(sed -n 's|.*read on \([0-9-]*\)).*|\1|p' $(AMI_RELEASES)) && \
+	  git -C $(AMAZON_EKS_AMI) show $$commit:CHANGELOG.md > $(OUTPUT)/CHANGELOG.md && \
+	  go run ./hack/amireleases -changelog $(OUTPUT)/CHANGELOG.md -commit $$commit \
+	    -date $$(git -C $(AMAZON_EKS_AMI) log -1 --format=%cs $$commit) -read $$read | diff -u $(AMI_RELEASES) -
+
 curl:
 	@command -v curl >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq curl; } || \
 	  { echo "the final check's tests need curl: install it" >&2; exit 1; }
