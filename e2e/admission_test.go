@@ -44,12 +44,7 @@ func TestTenantAdmission(t *testing.T) {
 				t.Fatal(err)
 			}
 			// Where Crossplane's fields are in what the tenant writes.
-			at := func(f string) []string {
-				if a.namespaced {
-					return []string{"spec", "crossplane", f}
-				}
-				return []string{"spec", f}
-			}
+			at := a.crossplaneField
 			create := func(as dynamic.Interface, mutate func(*unstructured.Unstructured)) error {
 				u := base[0].DeepCopy()
 				u.SetNamespace("team-a")

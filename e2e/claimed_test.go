@@ -542,9 +542,10 @@ func realClaimedClusters(t *testing.T, o claimedOptions, names ...string) (map[s
 // which Karpenter's CRDs admitted and the observe-only Objects read back. The namespaced XR
 // first meets prod-us without its Flux source, then with a base whose HelmRelease is not the one
 // its patches target, which kustomize-controller reports and the XR shows until the base is
-// right (brokenSource); once installed, it is upgraded a minor, helm-controller upgrading the chart before the pools move, and a
-// downgrade is refused (upgradedByFlux). Uninstalled, the claimed cluster holds nothing of the
-// request. The claim's walk goes through
+// right (brokenSource); once installed, it is upgraded a minor, helm-controller upgrading the
+// chart before the pools move; the downgrade back across the minor is refused, and a rollback
+// within the new minor completes in the same order (upgradedByFlux). Uninstalled, the claimed
+// cluster holds nothing of the request. The claim's walk goes through
 // the faults of claimedFaults: prod-eu's API server unreachable for a minute, provider-kubernetes
 // and Flux's controllers killed, mid-walk (helm-controller mid-install), once Ready and
 // mid-uninstall. The namespaced XR's first access check Pod gets no credentials, and the function

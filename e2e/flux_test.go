@@ -1033,15 +1033,14 @@ func deployedChart(hr *unstructured.Unstructured) string {
 }
 
 // upgradedByFlux upgrades a request Ready and installed at one Karpenter version to the version
-// to, with the real Flux: the function changes the controller's Kustomization, source-controller
-// pulls the new chart, helm-controller upgrades the release (CRDs included, CreateReplace), and
-// only once that release is deployed does the function move the node pools to it. Nothing
-// composed is deleted or re-created, nor is the controller's Deployment or a pool in the claimed
-// cluster. A downgrade is then refused and the claimed cluster keeps the new release.
+// to, with the real Flux (movedByFlux), then tries the way back. A downgrade across minors is
+// refused and the claimed cluster keeps the new release. A rollback within to's minor to a release
+// with the same CRDs (rollbackOf) then completes as the upgrade did, controller first, then the
+// node pools. Nothing composed is deleted or re-created, nor is the controller's Deployment or a
+// pool in the claimed cluster.
 func upgradedByFlux(t *testing.T, c *karpenter, claimed *claimedCluster, to string) {
 	t.Helper()
 	ctx := t.Context()
-	start := time.Now()
 	ns, _, _ := unstructured.NestedString(platformInput(t, c.api), "podIdentity", "namespace")
 	before, _ := c.composed()
 	from := builtFor(before["controller-kustomization"])
@@ -1055,6 +1054,93 @@ func upgradedByFlux(t *testing.T, c *karpenter, claimed *claimedCluster, to stri
 	if err != nil || len(pools.Items) == 0 {
 		t.Fatalf("no NodePool in %s before the upgrade (%v)", claimed.name, err)
 	}
+	// survived: the last releases of the HelmRelease, newest first, are want; nothing composed
+	// went, nor the controller's Deployment or a pool in the claimed cluster.
+	survived := func(by string, want ...string) {
+		t.Helper()
+		hr, err := releases.Get(ctx, "karpenter", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		history, _, _ := unstructured.NestedSlice(hr.Object, "status", "history")
+		var charts []string
+		for _, h := range history[:min(len(history), len(want))] {
+			m, _ := h.(map[string]any)
+			chart, _ := m["chartVersion"].(string)
+			charts = append(charts, fmt.Sprintf("%s %v", strings.SplitN(chart, "+", 2)[0], m["status"]))
+		}
+		if !slices.Equal(charts, want) {
+			t.Errorf("%s: HelmRelease %s/karpenter's last releases are %v, want %v", by, ns, charts, want)
+		}
+		after, _ := c.composed()
+		checkSurvived(t, by, before, after)
+		if d, err := deployments.Get(ctx, "karpenter", metav1.GetOptions{}); err != nil || d.UID != deployment.UID {
+			t.Errorf("the controller's Deployment was re-created or lost %s (%v)", by, err)
+		}
+		for _, p := range pools.Items {
+			if got, err := claimed.dyn.Resource(nodePoolGVR).Get(ctx, p.GetName(), metav1.GetOptions{}); err != nil || got.GetUID() != p.GetUID() {
+				t.Errorf("NodePool %s was re-created or lost %s (%v)", p.GetName(), by, err)
+			}
+		}
+		installedByFlux(t, c, claimed)
+	}
+
+	movedByFlux(t, c, claimed, from, to, func() error { return c.setVersion(to) })
+	survived("by the upgrade", to+" deployed", from+" superseded")
+
+	// Back to from: refused at spec.version, and the claimed cluster keeps to's release.
+	if err := c.setVersion(from); err != nil {
+		t.Fatalf("cannot change the request: %v", err)
+	}
+	// Three minutes: with Crossplane's watch circuit breaker open for this XR (many composed
+	// resources), its change may wait for the breaker's periodic event or the function's requeue.
+	c.waitCondition("Accepted", "False", 3*time.Minute, "spec.version: Forbidden: a downgrade from "+to)
+	time.Sleep(10 * time.Second)
+	refused, _ := c.composed()
+	for _, n := range []string{"controller-kustomization", "nodes-kustomization"} {
+		if v := builtFor(refused[n]); v != to {
+			t.Errorf("after a refused downgrade %s carries %q, want %s", n, v, to)
+		}
+	}
+	if hr, err := releases.Get(ctx, "karpenter", metav1.GetOptions{}); err != nil || deployedChart(hr) != to {
+		t.Errorf("after a refused downgrade the claimed cluster's release is not %s deployed (%v)", to, err)
+	}
+
+	// The rollback the platform may make: within to's minor, to a release with the same CRDs, in
+	// the upgrade's order. (A refusal leaves Ready as it was: Accepted comes back with the move.)
+	back := rollbackOf(to)
+	if back == "" {
+		t.Fatalf("internal/versions knows no release %s may be rolled back to: the suite proves a rollback", to)
+	}
+	movedByFlux(t, c, claimed, to, back, func() error { return c.setVersion(back) })
+	c.waitCondition("Accepted", "True", 3*time.Minute)
+	survived("by the rollback", back+" deployed", to+" superseded")
+}
+
+// rollbackOf is the newest release before to that a part built for to may move back to
+// (versions.CheckUpgrade: the same minor, the same CRDs), or "".
+func rollbackOf(to string) string {
+	back := ""
+	for _, v := range versions.All {
+		if versions.Compare(v.Version, to) < 0 && versions.CheckUpgrade(to, v.Version) == nil {
+			back = v.Version
+		}
+	}
+	return back
+}
+
+// movedByFlux moves a request Ready and installed at Karpenter version from to version to (an
+// upgrade, or a rollback within a minor) by move (a tenant's spec.version, or a platform's pin),
+// with the real Flux: the function changes the
+// controller's Kustomization, source-controller pulls the chart, helm-controller upgrades the
+// release (CRDs included, CreateReplace), and only once that release is deployed does the
+// function move the node pools to it. Meanwhile the request is not Ready and says so.
+func movedByFlux(t *testing.T, c *karpenter, claimed *claimedCluster, from, to string, move func() error) {
+	t.Helper()
+	ctx := t.Context()
+	start := time.Now()
+	ns, _, _ := unstructured.NestedString(platformInput(t, c.api), "podIdentity", "namespace")
+	releases := claimed.dyn.Resource(helmReleaseGVR).Namespace(ns)
 
 	// Every second until the pools have moved, one read of the HelmRelease then one of the
 	// composed resources: when helm-controller had deployed the new chart, when the function had
@@ -1093,9 +1179,9 @@ func upgradedByFlux(t *testing.T, c *karpenter, claimed *claimedCluster, to stri
 			}
 		}
 	}()
-	if err := c.setVersion(to); err != nil {
+	if err := move(); err != nil {
 		close(stop)
-		t.Fatalf("cannot upgrade to %s: %v", to, err)
+		t.Fatalf("cannot move to %s: %v", to, err)
 	}
 	// While helm-controller upgrades the chart, the request says so (VersionReady Upgrading, from
 	// → to, waiting for the controller's Kustomization at to) and is not Ready: both read from
@@ -1123,57 +1209,6 @@ func upgradedByFlux(t *testing.T, c *karpenter, claimed *claimedCluster, to stri
 	}
 	c.waitCondition("VersionReady", "True", 3*time.Minute, "Karpenter "+to)
 	c.waitCondition("Ready", "True", 3*time.Minute)
-	t.Logf("upgraded %s → %s by the real Flux in %.0fs: chart deployed after %.0fs, node pools moved after %.0fs",
+	t.Logf("moved %s → %s by the real Flux in %.0fs: chart deployed after %.0fs, node pools moved after %.0fs",
 		from, to, time.Since(start).Seconds(), deployedAt.Sub(start).Seconds(), poolsAt.Sub(start).Seconds())
-
-	hr, err := releases.Get(ctx, "karpenter", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	history, _, _ := unstructured.NestedSlice(hr.Object, "status", "history")
-	var charts []string
-	for _, h := range history {
-		m, _ := h.(map[string]any)
-		chart, _ := m["chartVersion"].(string)
-		charts = append(charts, fmt.Sprintf("%s %v", strings.SplitN(chart, "+", 2)[0], m["status"]))
-	}
-	if want := []string{to + " deployed", from + " superseded"}; !slices.Equal(charts, want) {
-		t.Errorf("HelmRelease %s/karpenter history %v, want %v: one upgrade of the release", ns, charts, want)
-	}
-	after, _ := c.composed()
-	checkSurvived(t, "by the upgrade", before, after)
-	if d, err := deployments.Get(ctx, "karpenter", metav1.GetOptions{}); err != nil || d.UID != deployment.UID {
-		t.Errorf("the controller's Deployment was re-created or lost by the upgrade (%v)", err)
-	}
-	for _, p := range pools.Items {
-		if got, err := claimed.dyn.Resource(nodePoolGVR).Get(ctx, p.GetName(), metav1.GetOptions{}); err != nil || got.GetUID() != p.GetUID() {
-			t.Errorf("NodePool %s was re-created or lost by the upgrade (%v)", p.GetName(), err)
-		}
-	}
-	installedByFlux(t, c, claimed)
-
-	// Back to from: refused at spec.version, and the claimed cluster keeps to's release.
-	if err := c.setVersion(from); err != nil {
-		t.Fatalf("cannot change the request: %v", err)
-	}
-	// Three minutes: with Crossplane's watch circuit breaker open for this XR (many composed
-	// resources), its change may wait for the breaker's periodic event or the function's requeue.
-	c.waitCondition("Accepted", "False", 3*time.Minute, "spec.version: Forbidden: a downgrade from "+to)
-	time.Sleep(10 * time.Second)
-	refused, _ := c.composed()
-	for _, n := range []string{"controller-kustomization", "nodes-kustomization"} {
-		if v := builtFor(refused[n]); v != to {
-			t.Errorf("after a refused downgrade %s carries %q, want %s", n, v, to)
-		}
-	}
-	if hr, err := releases.Get(ctx, "karpenter", metav1.GetOptions{}); err != nil || deployedChart(hr) != to {
-		t.Errorf("after a refused downgrade the claimed cluster's release is not %s deployed (%v)", to, err)
-	}
-	// The request goes back to the version it runs, as a tenant would, before it is deleted. (A
-	// refusal leaves Ready as it was: what changes back is Accepted.)
-	if err := c.setVersion(to); err != nil {
-		t.Fatalf("cannot change the request: %v", err)
-	}
-	c.waitCondition("Accepted", "True", 3*time.Minute)
-	c.waitCondition("Ready", "True", 3*time.Minute)
 }

@@ -70,6 +70,17 @@ type api struct {
 	golden                  string // the render of that request with everything observed Ready
 }
 
+// crossplaneField is where a field Crossplane reserves (compositionRevisionRef, resourceRefs, ...)
+// is in the API's XR and in what its tenant writes: under spec.crossplane in a namespaced XR,
+// under spec in a claim and its LegacyCluster XR (crossplane-runtime v2.4.0
+// pkg/resource/unstructured/composite/composite.go, SchemaLegacy; claim/claim.go).
+func (a *api) crossplaneField(f string) []string {
+	if a.namespaced {
+		return []string{"spec", "crossplane", f}
+	}
+	return []string{"spec", f}
+}
+
 // xrResource is the GVR of the API's XR: the claim's XR, or the namespaced XR the tenant creates.
 func (a *api) xrResource() schema.GroupVersionResource {
 	if a.namespaced {

@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -236,6 +237,9 @@ func declareLoadClusters(t *testing.T, a *api, n int) []string {
 	return names
 }
 
+// inputsChanged holds, per test and Composition, that changeInput will put it back.
+var inputsChanged sync.Map
+
 // changeInput changes, as a platform engineer would, the function input of a's Composition as
 // the suite installed it, and returns once Crossplane has the CompositionRevision that holds the
 // change: the API's XRs move to it on their next reconcile, as both XRDs set
@@ -254,17 +258,23 @@ func changeInput(t *testing.T, a *api, change func(input map[string]any)) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	spec, _, _ := unstructured.NestedMap(live.DeepCopy().Object, "spec")
-	t.Cleanup(func() {
-		u, err := cp.dyn.Resource(compositions).Get(context.Background(), shipped.GetName(), metav1.GetOptions{})
-		if err == nil {
-			u.Object["spec"] = spec
-			_, err = cp.dyn.Resource(compositions).Update(context.Background(), u, metav1.UpdateOptions{})
-		}
-		if err != nil {
-			t.Errorf("cannot put the Composition back: %v", err)
-		}
-	})
+	// One restore per test and Composition, registered at its first change: a later change's
+	// would run before the cleanups registered in between (a request's deletion), and move the
+	// request back while it goes.
+	if _, registered := inputsChanged.LoadOrStore(t.Name()+" "+shipped.GetName(), true); !registered {
+		spec, _, _ := unstructured.NestedMap(live.DeepCopy().Object, "spec")
+		t.Cleanup(func() {
+			inputsChanged.Delete(t.Name() + " " + shipped.GetName())
+			u, err := cp.dyn.Resource(compositions).Get(context.Background(), shipped.GetName(), metav1.GetOptions{})
+			if err == nil {
+				u.Object["spec"] = spec
+				_, err = cp.dyn.Resource(compositions).Update(context.Background(), u, metav1.UpdateOptions{})
+			}
+			if err != nil {
+				t.Errorf("cannot put the Composition back: %v", err)
+			}
+		})
+	}
 
 	pipeline, _, _ := unstructured.NestedSlice(live.Object, "spec", "pipeline")
 	input, _, _ := unstructured.NestedMap(pipeline[0].(map[string]any), "input")

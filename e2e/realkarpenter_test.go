@@ -428,9 +428,10 @@ func taintsAt(u *unstructured.Unstructured, path ...string) ([]corev1.Taint, err
 //     and launches a replacement the pods run on;
 //  4. once the public pool's pods are gone, Karpenter consolidates its empty node away after the
 //     pool's consolidateAfter, and the claim's PoolsWithinLimits turns True again;
-//  5. the platform moves prod-eu's pin to the default release: the EC2NodeClasses resolve its
-//     AMIs, Karpenter finds the private nodes drifted (AMIDrift) and replaces them, no more at
-//     once than the pool's disruption budget allows;
+//  5. the platform freezes prod-eu's disruption (tenancy.clusters[].freezeDisruption) and moves
+//     its pin to the default release: the EC2NodeClasses resolve its AMIs and Karpenter finds the
+//     private nodes drifted, yet replaces none while frozen; thawed, it replaces them (AMIDrift),
+//     no more at once than the pool's disruption budget allows;
 //  6. the claim asks for the next minor (E2E_KARPENTER_NEXT_VERSION): once the function has
 //     upgraded the installed chart, its controller, started as that chart configures it, takes
 //     over the nodes the old one launched and disrupts none of them;
@@ -523,9 +524,16 @@ func TestRealKarpenter(t *testing.T) {
 	t.Logf("the public pool's empty node consolidated %.1fs after its pods went", time.Since(start).Seconds())
 	c.waitCondition("PoolsWithinLimits", "True", converge)
 
-	// 5. The platform moves prod-eu to the default release: Karpenter drifts the private nodes.
-	start = time.Now()
+	// 5. The platform freezes prod-eu's disruption (the break-glass), then moves its pin to the
+	// default release: the EC2NodeClasses resolve its AMIs and Karpenter finds the private nodes
+	// drifted, yet replaces none while frozen. Thawed, Karpenter drifts them away.
+	changeTenancy(t, eu.name, func(cluster map[string]any) { cluster["freezeDisruption"] = true })
+	eu.waitFrozen(t, "private", true)
 	changeTenancy(t, eu.name, func(cluster map[string]any) { cluster["amiAlias"] = ami.Prefix + latest })
+	eu.heldWhileFrozen(t, region, "private", after, amisOf(latest))
+	start = time.Now()
+	changeTenancy(t, eu.name, func(cluster map[string]any) { delete(cluster, "freezeDisruption") })
+	eu.waitFrozen(t, "private", false)
 	eu.waitDriftReplaced(t, region, "private", after, latest)
 	moved := eu.waitRunningOnKarpenterNodes(t, "inflate-private", replicas, 8*time.Minute)
 	assertInstances(t, eu, net, region, "private", latest, moved)
@@ -835,6 +843,89 @@ func (c *claimedCluster) waitLimitsRefusal(t *testing.T, app, pool string) {
 	if err != nil {
 		t.Fatalf("%v; events seen: %q\nKarpenter's log:\n%s", err, seen, c.karpenterTail())
 	}
+}
+
+// waitFrozen waits until the claimed cluster's NodePool pool is frozen by the platform's
+// break-glass (a budget of "0" nodes and expireAfter Never: internal/nodepools), or, with frozen
+// false, no longer is.
+func (c *claimedCluster) waitFrozen(t *testing.T, pool string, frozen bool) {
+	t.Helper()
+	what := fmt.Sprintf("NodePool %s frozen", pool)
+	if !frozen {
+		what = fmt.Sprintf("NodePool %s thawed", pool)
+	}
+	err := waitFor(t.Context(), converge, what, func() (bool, error) {
+		np, err := c.dyn.Resource(nodePoolGVR).Get(t.Context(), pool, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		budgets, _, _ := unstructured.NestedSlice(np.Object, "spec", "disruption", "budgets")
+		expire, _, _ := unstructured.NestedString(np.Object, "spec", "template", "spec", "expireAfter")
+		zero := len(budgets) == 1 && budgets[0].(map[string]any)["nodes"] == "0"
+		return (zero && expire == "Never") == frozen && (frozen || !zero && expire != "Never"), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// frozenHold is how long heldWhileFrozen watches a frozen pool's drifted nodes stay: nine rounds
+// of Karpenter's disruption controller, which looks for nodes to disrupt every 10 s
+// (sigs.k8s.io/karpenter v1.14.3 pkg/controllers/disruption/controller.go, pollingPeriod).
+const frozenHold = 90 * time.Second
+
+// heldWhileFrozen waits until the frozen pool's EC2NodeClass resolves the AMIs amis and every
+// NodeClaim of the pool is Drifted, then watches for frozenHold: every one of nodes keeps running
+// in the emulator and no NodeClaim of the pool is deleted. Frozen, the NodeClaims are Drifted for
+// NodePoolDrifted, not AMIDrift: the freeze's expireAfter is part of the pool's hash
+// (pkg/apis/v1/nodepool.go, Hash: its spec.template), and Karpenter reports a pool's static drift
+// before asking the cloud provider (pkg/controllers/nodeclaim/disruption/drift.go, isDrifted).
+// Thawed, the hash is the nodes' own again, and AMIDrift shows (waitDriftReplaced).
+func (c *claimedCluster) heldWhileFrozen(t *testing.T, region, pool string, nodes []karpenterNode, amis []string) {
+	t.Helper()
+	err := waitFor(t.Context(), converge, fmt.Sprintf("EC2NodeClass %s to resolve %v and the pool's NodeClaims Drifted", pool, amis), func() (bool, error) {
+		class, err := c.dyn.Resource(ec2NodeClassGVR).Get(t.Context(), pool, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		resolved, _, _ := unstructured.NestedSlice(class.Object, "status", "amis")
+		var ids []string
+		for _, a := range resolved {
+			id, _ := a.(map[string]any)["id"].(string)
+			ids = append(ids, id)
+		}
+		list, err := c.dyn.Resource(nodeClaimGVR).List(t.Context(), metav1.ListOptions{LabelSelector: "karpenter.sh/nodepool=" + pool})
+		if err != nil || !equalSets(ids, amis) || len(list.Items) == 0 {
+			return false, nil
+		}
+		for _, nc := range list.Items {
+			if d := condition(&nc, "Drifted"); d == nil || d["status"] != "True" {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("%v\nKarpenter's log:\n%s", err, c.karpenterTail())
+	}
+	claims, _ := c.poolNodeClaims(t, pool)
+	deadline := time.Now().Add(frozenHold)
+	for time.Now().Before(deadline) {
+		running, err := cp.aws.runningInstances(t.Context(), region, c.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range nodes {
+			if !slices.Contains(running, n.instance) {
+				t.Fatalf("frozen, the drifted instance %s of pool %s was terminated\nKarpenter's log:\n%s", n.instance, pool, c.karpenterTail())
+			}
+		}
+		if now, deleting := c.poolNodeClaims(t, pool); deleting > 0 || !equalSets(now, claims) {
+			t.Fatalf("frozen, pool %s's NodeClaims went from %v to %v (%d deleting)", pool, claims, now, deleting)
+		}
+		time.Sleep(5 * time.Second)
+	}
+	t.Logf("frozen, pool %s's %d drifted NodeClaims were held for %s", pool, len(claims), frozenHold)
 }
 
 // waitDriftReplaced waits until Karpenter has replaced every one of nodes, the pool's nodes before

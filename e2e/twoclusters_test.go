@@ -14,6 +14,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/do-now/function-karpenter/internal/ami"
 )
 
 // Scenario 5: two requests for two clusters, from two tenant namespaces, through one API, coexist
@@ -23,8 +25,10 @@ import (
 // cluster's provider config, and every resource labelled with its own cluster. A third request
 // for prod-eu, from team-c (which the tenancy allows) and of the same name as team-a's, is
 // refused because prod-eu is already held — through either API: one Karpenter per cluster,
-// whichever API asks; one from team-b is refused by the tenancy. Deleting one request leaves the
-// other's resources untouched.
+// whichever API asks; one from team-b is refused by the tenancy. Neither request names a version
+// or an AMI, and the platform starts them a wave behind its shipped pins; then it moves prod-eu's
+// pins alone, and prod-eu upgrades while prod-us keeps its version and AMI (aWave). Deleting one
+// request leaves the other's resources untouched.
 //
 // Both clusters are real (realClaimedClusters): the real provider-kubernetes applies each
 // request's Objects to its own claimed cluster, whose real Flux installs its own Karpenter. Each
@@ -47,8 +51,28 @@ func testTwoClusters(t *testing.T, a *api, claimed map[string]*claimedCluster) {
 		claimed[c].waitUninstalled(t, ns)
 	}
 
-	eu := newKarpenter(t, a, "team-a", "karpenter-eu", "prod-eu")
-	us := newKarpenterFrom(t, a, "team-b", "karpenter-us", onProdUS)
+	// The fleet starts a wave behind: the platform pins the release before its default (one it
+	// may roll back to: the same minor and CRDs) and the AMI release before its pin. Neither
+	// request names a version or an AMI: both follow the platform, until aWave moves prod-eu.
+	newest, _, _ := unstructured.NestedString(platformInput(t, a), "versions", "default")
+	older := rollbackOf(newest)
+	if older == "" {
+		t.Fatalf("internal/versions knows no release before the shipped default %s to start the wave from", newest)
+	}
+	previous, latest := mustSeededReleases(t)
+	changeInput(t, a, func(input map[string]any) {
+		_ = unstructured.SetNestedField(input, older, "versions", "default")
+		_ = unstructured.SetNestedField(input, ami.Prefix+previous, "nodes", "defaultAmiAlias")
+	})
+	followsPlatform := func(u *unstructured.Unstructured) { unstructured.RemoveNestedField(u.Object, "spec", "version") }
+	eu := newKarpenterFrom(t, a, "team-a", "karpenter-eu", func(u *unstructured.Unstructured) {
+		_ = unstructured.SetNestedField(u.Object, "prod-eu", "spec", "cluster", "name")
+		followsPlatform(u)
+	})
+	us := newKarpenterFrom(t, a, "team-b", "karpenter-us", func(u *unstructured.Unstructured) {
+		onProdUS(u)
+		followsPlatform(u)
+	})
 	start := time.Now()
 	walkToReady(t, eu, us)
 	t.Logf("both %ss Ready in %.1fs", a.kind, time.Since(start).Seconds())
@@ -160,6 +184,8 @@ func testTwoClusters(t *testing.T, a *api, claimed map[string]*claimedCluster) {
 	})
 	assertUntouched(t, eu, euRes, nil)
 	assertUntouched(t, us, usRes, nil)
+
+	aWave(t, a, eu, claimed["prod-eu"], us, claimed["prod-us"], older, newest, ami.Prefix+previous, ami.Prefix+latest)
 
 	// Deleting prod-us's request uninstalls it from prod-us and leaves prod-eu's resources, and
 	// its install, alone.
@@ -385,4 +411,93 @@ func firstKey(m map[string]string, prefix string) string {
 		}
 	}
 	return ""
+}
+
+// aWave moves one cluster of the fleet, as a platform does cluster by cluster: the platform pins
+// movedCluster alone (tenancy.clusters[].defaultVersion and .amiAlias) to version to and AMI
+// toAMI. moved, which names neither, upgrades with the real Flux, controller first
+// (movedByFlux), and its claimed cluster's EC2NodeClasses take toAMI. kept, on another cluster
+// and naming neither either, renders the new input too (it moves to the new
+// CompositionRevision) and keeps what it runs: no composed resource of it changes (the same
+// generation), its claimed cluster's release stays at from with no new one, and its EC2NodeClasses
+// keep fromAMI.
+func aWave(t *testing.T, a *api, moved *karpenter, movedCluster *claimedCluster, kept *karpenter, keptCluster *claimedCluster, from, to, fromAMI, toAMI string) {
+	t.Helper()
+	ctx := t.Context()
+	keptBefore, _ := kept.composed()
+	ns, _, _ := unstructured.NestedString(platformInput(t, a), "podIdentity", "namespace")
+	keptReleases := keptCluster.dyn.Resource(helmReleaseGVR).Namespace(ns)
+	hr, err := keptReleases.Get(ctx, "karpenter", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keptHistory, _, _ := unstructured.NestedSlice(hr.Object, "status", "history")
+
+	movedByFlux(t, moved, movedCluster, from, to, func() error {
+		changeInput(t, a, func(input map[string]any) {
+			clusters, _, _ := unstructured.NestedSlice(input, "tenancy", "clusters")
+			for _, c := range clusters {
+				if m := c.(map[string]any); m["name"] == movedCluster.name {
+					m["defaultVersion"], m["amiAlias"] = to, toAMI
+				}
+			}
+			_ = unstructured.SetNestedSlice(input, clusters, "tenancy", "clusters")
+		})
+		return nil
+	})
+	installedByFlux(t, moved, movedCluster)
+
+	// kept has rendered the new input once it is on moved's CompositionRevision.
+	revision := func(c *karpenter) string {
+		name, _, _ := unstructured.NestedString(c.getXR().Object, append(a.crossplaneField("compositionRevisionRef"), "name")...)
+		return name
+	}
+	kept.wait(3*time.Minute, kept.String()+" on the CompositionRevision "+moved.String()+" moved with", func() (bool, error) {
+		return revision(kept) != "" && revision(kept) == revision(moved), nil
+	})
+	// A reconcile's writes after the revision's: one poll of the providers' later.
+	time.Sleep(30 * time.Second)
+	keptAfter, _ := kept.composed()
+	checkUnchanged(t, "by another cluster's wave", keptBefore, keptAfter)
+	for _, n := range sortedKeys(keptBefore) {
+		if a, ok := keptAfter[n]; ok && a.GetGeneration() != keptBefore[n].GetGeneration() {
+			t.Errorf("%s's %s changed (generation %d, was %d) by another cluster's wave", kept, n, a.GetGeneration(), keptBefore[n].GetGeneration())
+		}
+	}
+	for _, n := range []string{"controller-kustomization", "nodes-kustomization"} {
+		if v := builtFor(keptAfter[n]); v != from {
+			t.Errorf("%s's %s carries %q after another cluster's wave, want %s", kept, n, v, from)
+		}
+	}
+	if hr, err := keptReleases.Get(ctx, "karpenter", metav1.GetOptions{}); err != nil {
+		t.Error(err)
+	} else if history, _, _ := unstructured.NestedSlice(hr.Object, "status", "history"); deployedChart(hr) != from || len(history) != len(keptHistory) {
+		t.Errorf("%s's release after another cluster's wave: %q deployed, %d releases; want %s, %d releases", keptCluster.name, deployedChart(hr), len(history), from, len(keptHistory))
+	}
+	installedByFlux(t, kept, keptCluster)
+
+	for cl, want := range map[*claimedCluster]string{movedCluster: toAMI, keptCluster: fromAMI} {
+		classes, err := cl.dyn.Resource(ec2NodeClassGVR).List(ctx, metav1.ListOptions{})
+		if err != nil || len(classes.Items) == 0 {
+			t.Errorf("%s holds no EC2NodeClass (%v)", cl.name, err)
+			continue
+		}
+		for _, nc := range classes.Items {
+			terms, _, _ := unstructured.NestedSlice(nc.Object, "spec", "amiSelectorTerms")
+			if alias := aliasOf(terms); alias != want {
+				t.Errorf("%s's EC2NodeClass %s selects the AMI %q after the wave, want %s", cl.name, nc.GetName(), alias, want)
+			}
+		}
+	}
+	t.Logf("the wave moved %s to %s and %s, and left %s at %s and %s", movedCluster.name, to, toAMI, keptCluster.name, from, fromAMI)
+}
+
+// aliasOf is the alias of an EC2NodeClass's one amiSelectorTerms term, or "".
+func aliasOf(terms []any) string {
+	if len(terms) != 1 {
+		return ""
+	}
+	m, _ := terms[0].(map[string]any)
+	alias, _ := m["alias"].(string)
+	return alias
 }
