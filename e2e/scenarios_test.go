@@ -311,6 +311,9 @@ func testWalkToReady(t *testing.T, a *api, eu *claimedCluster, base *gitOpsBase)
 			}
 		}
 	})
+
+	// The pools report nodes (poolsWithin): a guarded deletion waits for the tenant's confirmation.
+	guardedDeletion(t, c, "prod-eu")
 }
 
 // assertNothingPruned compares every composed object's spec, as the API server stored it, with

@@ -28,6 +28,7 @@ import (
 	"github.com/do-now/function-karpenter/internal/cache"
 	"github.com/do-now/function-karpenter/internal/cluster"
 	"github.com/do-now/function-karpenter/internal/config"
+	"github.com/do-now/function-karpenter/internal/guard"
 	"github.com/do-now/function-karpenter/internal/poolstatus"
 	"github.com/do-now/function-karpenter/internal/requeue"
 	"github.com/do-now/function-karpenter/internal/scope"
@@ -226,6 +227,13 @@ func (f *Function) compose(req *fnv1.RunFunctionRequest, objects any) (rsp *fnv1
 	// Which XRs hold or ask for the cluster: asked of Crossplane on every
 	// call, judged once it answered.
 	reqs, rivals, done := tenancy.Ask(cfg, xr, req)
+	// The claim, whose annotation confirms a guarded deletion.
+	if sel, ok := guard.ClaimSelector(cfg, &oxr.Resource.Unstructured); ok {
+		reqs[guard.ClaimRequirement] = sel
+		if _, answered := req.GetRequiredResources()[guard.ClaimRequirement]; !answered {
+			done = false
+		}
+	}
 	rsp.Requirements = &fnv1.Requirements{Resources: reqs}
 	if !done {
 		// Crossplane calls again, in the same reconcile, with the answer,
@@ -308,6 +316,10 @@ func (f *Function) compose(req *fnv1.RunFunctionRequest, objects any) (rsp *fnv1
 	}
 	maps.Copy(desired, out.Desired)
 	maps.Copy(desired, usages)
+	pools, poolsCondition := poolstatus.Read(cfg, observed)
+	if g := guard.Usage(cfg, &oxr.Resource.Unstructured, pools, observed, guard.Confirmed(cfg, &oxr.Resource.Unstructured, req), clusterLabels); g != nil {
+		desired[guard.Name] = g
+	}
 	setDesired := response.SetDesiredComposedResources
 	if objects != nil {
 		setDesired = setDesiredEncoded
@@ -322,7 +334,6 @@ func (f *Function) compose(req *fnv1.RunFunctionRequest, objects any) (rsp *fnv1
 		response.Fatal(rsp, errors.Wrap(err, "cannot get desired composite resource"))
 		return rsp, composed
 	}
-	pools, poolsCondition := poolstatus.Read(cfg, observed)
 	if err := status.Write(dxr.Resource, cfg, reported, pools); err != nil {
 		response.Fatal(rsp, errors.Wrap(err, "cannot write composite resource status"))
 		return rsp, composed

@@ -421,6 +421,34 @@ func walkToReady(t *testing.T, a api) {
 		t.Errorf("XR status (-want +got):\n%s", diff)
 	}
 
+	// The platform guards deletions: with the pools' four nodes reported,
+	// the XR is guarded by a Usage of itself, whose reason says so; the
+	// tenant's confirmation lifts it, on the claim Crossplane answers for
+	// (a claim being deleted propagates nothing to its XR) or on a
+	// namespaced XR itself. Nothing else changes.
+	const confirm = "socle.do-now.io/delete-with-nodes"
+	guarded := func(b *requestBuilder) *fnv1.RunFunctionResponse {
+		rsp := run(t, b.withInput("deletionGuard.annotation", confirm).observing(observed).build())
+		a.checkScope(t, "guarded", rsp)
+		return rsp
+	}
+	g := guarded(a.request(t)).GetDesired().GetResources()["deletion-guard"].GetResource().AsMap()
+	if reason, _ := g["spec"].(map[string]any)["reason"].(string); !strings.Contains(reason, "4 nodes (private 2, public 2)") || !strings.Contains(reason, confirm+"=prod-eu") {
+		t.Errorf("guarded with four nodes: the guard %v, want its reason to count them and say how to confirm", g)
+	}
+	confirmed := a.request(t)
+	if a.namespace == "" {
+		confirmed = confirmed.requiring(map[string]any{"apiVersion": "platform.socle.do-now.io/v1alpha1", "kind": "Karpenter",
+			"metadata": map[string]any{"name": "karpenter", "namespace": "team-a", "annotations": map[string]any{confirm: "prod-eu"}}})
+	} else {
+		confirmed = confirmed.withXRAnnotation(confirm, "prod-eu")
+	}
+	lifted := guarded(confirmed)
+	if _, ok := lifted.GetDesired().GetResources()["deletion-guard"]; ok {
+		t.Error("confirmed, the XR is still guarded")
+	}
+	round{desired: all, usages: allUsages, ready: all, conditions: observedPools(wantConditions(6, "")), xrReady: true}.check(t, "confirmed", lifted)
+
 	// A pool at the near-limits ratio: the claim says which and how much,
 	// and nothing is held back for it.
 	near := deepCopy(observed["observe-nodepool-private"])

@@ -308,6 +308,11 @@ func validateCluster(in v1beta1.Input) field.ErrorList {
 	errs = append(errs, validateMinAMI(in)...)
 	errs = append(errs, validateTaints(n.Child("startupTaints"), in.Nodes.StartupTaints)...)
 	errs = append(errs, validateTenancy(in.Tenancy)...)
+	if g := in.DeletionGuard; g != nil {
+		if msgs := validation.IsQualifiedName(g.Annotation); len(msgs) > 0 {
+			errs = append(errs, field.Invalid(p.Child("deletionGuard", "annotation"), g.Annotation, "must be an annotation key: "+strings.Join(msgs, "; ")))
+		}
+	}
 	errs = append(errs, validateSubnetScope(n.Child("subnetClusterTag"), in)...)
 	errs = append(errs, validateClusterVersions(in)...)
 	if in.Tenancy != nil {

@@ -175,6 +175,12 @@ func TestLoadInvalidClusterHalf(t *testing.T) {
 			input:  input(map[string]any{"nodes": map[string]any{"subnetClusterTag": map[string]any{"key": "env", "value": "prod"}}}),
 			want:   []errorID{{field.ErrorTypeInvalid, "input.nodes.subnetClusterTag"}},
 		},
+		"DeletionGuardNotAnAnnotationKey": {
+			reason: "The deletion guard's confirmation is an annotation: its key must be one the API server takes.",
+			spec:   xr(),
+			input:  input(map[string]any{"deletionGuard": map[string]any{"annotation": "delete with nodes"}}),
+			want:   []errorID{{field.ErrorTypeInvalid, "input.deletionGuard.annotation"}},
+		},
 		"DefaultAMINotARelease": {
 			reason: "The platform's pin is checked against the releases the function knows, too.",
 			spec:   xr(),

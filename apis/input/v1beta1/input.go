@@ -106,6 +106,14 @@ type Input struct {
 	// +optional
 	Tenancy *Tenancy `json:"tenancy,omitempty"`
 
+	// DeletionGuard, when set, keeps a claim (or namespaced XR) whose cluster
+	// still runs Karpenter's nodes from being deleted until its tenant
+	// confirms: the function composes a Usage of the XR itself, which
+	// Crossplane's webhook holds its deletion with, saying why. Unset, a
+	// deletion goes ahead and terminates the nodes.
+	// +optional
+	DeletionGuard *DeletionGuard `json:"deletionGuard,omitempty"`
+
 	// AdmissionPolicyBinding, when set, names the ValidatingAdmissionPolicyBinding
 	// of the tenant admission policy (admission/, which refuses a claim binding
 	// an XR it did not create): the function asks Crossplane for it on every
@@ -456,6 +464,16 @@ type AccessCheck struct {
 	// +kubebuilder:default="1h"
 	// +optional
 	MinRunInterval string `json:"minRunInterval,omitempty"`
+}
+
+// DeletionGuard is the confirmation a deletion of a request whose cluster
+// runs nodes needs.
+type DeletionGuard struct {
+	// Annotation is the key a tenant sets, on its claim or namespaced XR,
+	// to the cluster's name to confirm the deletion of the request and its
+	// nodes, such as socle.do-now.io/delete-with-nodes. Set on a claim
+	// already being deleted, it is read from the claim itself.
+	Annotation string `json:"annotation"`
 }
 
 // Nodes are the platform's node pool settings.
