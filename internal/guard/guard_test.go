@@ -96,8 +96,14 @@ func TestGuardWhileNodesRun(t *testing.T) {
 	unstructured.RemoveNestedField(nsXR.Object, "spec", "claimRef")
 	nsXR.SetNamespace("team-a")
 	nsXR.SetKind("Karpenter")
-	if g := Usage(guarded, nsXR, nodes(1, 0), nil, false, nil); g == nil || g.Resource.GetKind() != "Usage" || g.Resource.GetNamespace() != "team-a" {
-		t.Errorf("guard of a namespaced XR: %v", g)
+	g = Usage(guarded, nsXR, nodes(1, 0), nil, false, nil)
+	if g == nil || g.Resource.GetKind() != "Usage" || g.Resource.GetNamespace() != "team-a" {
+		t.Fatalf("guard of a namespaced XR: %v", g)
+	}
+	// Its own namespace named in "of" would make the API server refuse it
+	// as cross-namespace, without "by".
+	if ref, _, _ := unstructured.NestedStringMap(g.Resource.Object, "spec", "of", "resourceRef"); ref["namespace"] != "" || ref["name"] != "karpenter-x7k2p" {
+		t.Errorf("a namespaced XR's guard protects %v, want its name alone", ref)
 	}
 
 	for name, got := range map[string]*resource.DesiredComposed{
