@@ -186,6 +186,9 @@ func testTwoClusters(t *testing.T, a *api, claimed map[string]*claimedCluster) {
 	assertUntouched(t, us, usRes, nil)
 
 	aWave(t, a, eu, claimed["prod-eu"], us, claimed["prod-us"], older, newest, ami.Prefix+previous, ami.Prefix+latest)
+	// The wave proved prod-eu's new AMI with a new access check Pod, which has an Object of its
+	// own: what prod-us's deletion must leave untouched is what prod-eu composes now.
+	euRes, _ = eu.composed()
 
 	// Deleting prod-us's request uninstalls it from prod-us and leaves prod-eu's resources, and
 	// its install, alone.
