@@ -522,7 +522,14 @@ func TestRealKarpenter(t *testing.T) {
 		t.Errorf("the public pool's empty node went %.1fs after its pods, before its consolidateAfter %s", elapsed.Seconds(), consolidateAfter)
 	}
 	t.Logf("the public pool's empty node consolidated %.1fs after its pods went", time.Since(start).Seconds())
-	c.waitCondition("PoolsWithinLimits", "True", converge)
+	// The public pool is no longer at its limits. The private pool may be near its own: the
+	// interrupted node's replacement may be as large as the pool allows (96 of its 100 vCPU in
+	// one CI run), which PoolsWithinLimits rightly reports.
+	c.wait(converge, "PoolsWithinLimits to name the public pool no more", func() (bool, error) {
+		cond := c.condition("PoolsWithinLimits")
+		msg, _ := cond["message"].(string)
+		return cond["status"] == "True" || cond["reason"] == "NearLimits" && !strings.Contains(msg, "public:"), nil
+	})
 
 	// 5. The platform freezes prod-eu's disruption (the break-glass), then moves its pin to the
 	// default release: the EC2NodeClasses resolve its AMIs and Karpenter finds the private nodes
