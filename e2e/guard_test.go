@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
@@ -44,12 +43,7 @@ func guardedDeletion(t *testing.T, c *karpenter, cluster string) {
 	before, _ := c.composed()
 
 	start, mark := time.Now(), fake.deletionMark()
-	opts := metav1.DeleteOptions{}
-	if c.api.namespaced {
-		fg := metav1.DeletePropagationForeground
-		opts.PropagationPolicy = &fg
-	}
-	err := cp.dyn.Resource(c.api.tenant).Namespace(c.ns).Delete(c.ctx, c.name, opts)
+	err := c.tryDelete()
 	if c.api.namespaced {
 		if err == nil || !strings.Contains(err.Error(), reason) {
 			t.Fatalf("deleting the guarded %s: want the webhook's refusal with the guard's reason, got %v", c, err)

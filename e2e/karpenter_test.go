@@ -498,14 +498,20 @@ func (c *karpenter) deleteAndWait() []deletion {
 // (kubectl delete --cascade=foreground), so either stays until everything it composed is gone.
 func (c *karpenter) delete() {
 	c.t.Helper()
+	if err := c.tryDelete(); err != nil && !apierrors.IsNotFound(err) {
+		c.t.Fatalf("cannot delete %s: %v", c, err)
+	}
+}
+
+// tryDelete asks the API server to delete what the tenant created, as delete does, and returns
+// its answer.
+func (c *karpenter) tryDelete() error {
 	opts := metav1.DeleteOptions{}
 	if c.api.namespaced {
 		fg := metav1.DeletePropagationForeground
 		opts.PropagationPolicy = &fg
 	}
-	if err := cp.dyn.Resource(c.api.tenant).Namespace(c.ns).Delete(c.ctx, c.name, opts); err != nil && !apierrors.IsNotFound(err) {
-		c.t.Fatalf("cannot delete %s: %v", c, err)
-	}
+	return cp.dyn.Resource(c.api.tenant).Namespace(c.ns).Delete(c.ctx, c.name, opts)
 }
 
 // waitGone waits until what the tenant created, its XR and everything composed are gone, and

@@ -895,12 +895,7 @@ func (c *claimedCluster) heldWhileFrozen(t *testing.T, region, pool string, node
 		if err != nil {
 			return false, nil
 		}
-		resolved, _, _ := unstructured.NestedSlice(class.Object, "status", "amis")
-		var ids []string
-		for _, a := range resolved {
-			id, _ := a.(map[string]any)["id"].(string)
-			ids = append(ids, id)
-		}
+		ids := statusIDs(class, "amis")
 		list, err := c.dyn.Resource(nodeClaimGVR).List(t.Context(), metav1.ListOptions{LabelSelector: "karpenter.sh/nodepool=" + pool})
 		if err != nil || !equalSets(ids, amis) || len(list.Items) == 0 {
 			return false, nil
@@ -1049,15 +1044,7 @@ func assertNodeClasses(t *testing.T, claimed *claimedCluster, net network, relea
 		if !readyFor(class) {
 			t.Errorf("EC2NodeClass %s is not Ready: %s", name, conditionsText(class))
 		}
-		ids := func(field string) []string {
-			list, _, _ := unstructured.NestedSlice(class.Object, "status", field)
-			var out []string
-			for _, e := range list {
-				id, _ := e.(map[string]any)["id"].(string)
-				out = append(out, id)
-			}
-			return out
-		}
+		ids := func(field string) []string { return statusIDs(class, field) }
 		if got := ids("subnets"); !equalSets(got, subnets) {
 			t.Errorf("EC2NodeClass %s resolved subnets %v, want the seeded %v", name, got, subnets)
 		}
@@ -1071,6 +1058,18 @@ func assertNodeClasses(t *testing.T, claimed *claimedCluster, net network, relea
 			t.Errorf("EC2NodeClass %s resolved AMIs %v, want release %s's %v", name, got, release, want)
 		}
 	}
+}
+
+// statusIDs are the ids of an EC2NodeClass's resolved status list field (subnets, securityGroups,
+// amis).
+func statusIDs(class *unstructured.Unstructured, field string) []string {
+	list, _, _ := unstructured.NestedSlice(class.Object, "status", field)
+	var out []string
+	for _, e := range list {
+		id, _ := e.(map[string]any)["id"].(string)
+		out = append(out, id)
+	}
+	return out
 }
 
 // inflate creates, in the claimed cluster's namespace workload, a Deployment app of replicas pods
